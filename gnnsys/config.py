@@ -1,0 +1,302 @@
+"""Run configuration: dataclasses are the single source of truth for the YAML schema.
+
+Every knob lives in exactly one dataclass with a default and a one-line comment. Loading
+walks the dataclasses, so an unknown key or a value of the wrong type fails up front with
+one line that names the key and lists what is allowed (no second, hand-kept schema).
+
+    cfg = load_config("run.yaml", overrides=["train.epochs=3"])
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the key and what is allowed."""
+
+
+# ----------------------------------------------------------------------------- sections
+@dataclass
+class DatasetConfig:
+    name: str = "synthetic-small"        # a datasets.yaml entry (`gnnsys datasets` lists them)
+    root: str | None = None              # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
+    split: int = 0                       # which standard split, for multi-split datasets
+    params: dict = field(default_factory=dict)   # overrides for synthetic generators
+
+
+@dataclass
+class ModelConfig:
+    arch: str = "sage"                   # sage | gcn | gat   (temporal: tgn | jodie | apan)
+    hidden: int = 256                    # hidden channels
+    layers: int = 2                      # message-passing layers (= number of fanouts)
+    dropout: float = 0.5
+    heads: int = 4                       # attention heads (gat, temporal attention)
+
+
+@dataclass
+class SamplerConfig:
+    fanouts: list = field(default_factory=lambda: [15, 10])   # per hop, seed outward; -1 = all
+    batch_size: int = 1024               # seeds per batch (per worker)
+    eval_batch_size: int = 4096          # seeds per batch in layer-wise inference
+    device: str = "auto"                 # auto | cpu | cuda
+    threads: int | None = None           # numba/torch threads; default: the cores available
+    prefetch: int = 2                    # batches prepared ahead by the background thread
+    drop_last: bool = False
+
+
+@dataclass
+class TrainConfig:
+    epochs: int = 10
+    lr: float = 0.003
+    weight_decay: float = 0.0
+    seed: int = 0                        # seeds sampling, init and shuffling
+    eval_every: int = 1                  # evaluate on the validation split every N epochs
+    progress: bool = True                # per-epoch progress bars
+
+
+@dataclass
+class RunConfig:
+    dir: str = "runs/default"            # checkpoints + metrics.jsonl go here
+    resume: bool = False                 # continue from the last checkpoint in `dir`
+    checkpoint_every: int = 1            # epochs between (atomic) checkpoints; 0 = never
+
+
+@dataclass
+class ClusterConfig:
+    workers: int = 1                     # trainer actors (one per device); 1 = no Ray
+    address: str | None = None           # Ray address; None = start a local cluster
+    cpus_per_worker: int = 1
+    gpus_per_worker: float = 0.0
+    backend: str = "auto"                # auto | gloo | nccl
+    timeout_s: float = 300.0             # collective / actor timeout before a clear error
+    max_failures: int = 1                # worker deaths to recover from (restart from checkpoint)
+
+
+@dataclass
+class PartitionConfig:
+    method: str = "metis"                # metis | random | stream
+    num_parts: int | None = None         # default: cluster.workers
+    dir: str | None = None               # default: <data root>/parts/<dataset>-<method>-<K>
+
+
+@dataclass
+class CacheConfig:
+    policy: str = "vip"                  # none | degree | vip
+    replication: float = 0.1             # alpha: cache alpha*N/K remote rows per worker
+    device_fraction: float = 0.15        # share of local rows on the fastest tier (GPU)
+
+
+@dataclass
+class TemporalConfig:
+    memory_dim: int = 100
+    time_dim: int = 100
+    embedding_dim: int = 100
+    num_neighbors: int = 10              # most recent neighbours for temporal attention
+    neighbor_strategy: str = "recent"    # recent | uniform
+    exchange: str = "dedup"              # dedup (Sven) | naive (one row per occurrence)
+    ownership: str = "range"             # range | hash | balanced
+    edge_feat_dim: int = 0               # 0 = no edge features
+
+
+@dataclass
+class QuantizationConfig:
+    mode: str = "none"                   # none | uniform | adaptive
+    bits: list = field(default_factory=lambda: [2, 4, 8])
+    uniform_bits: int = 8                # bit-width in uniform mode
+    assign_every: int = 50               # epochs between adaptive re-assignments
+    group_size: int = 100                # messages per assignment group
+    lam: float = 0.5                     # time vs variance trade-off of the bi-objective
+
+
+@dataclass
+class FullGraphConfig:
+    overlap: bool = True                 # central nodes compute while marginal ones communicate
+    quantization: QuantizationConfig = field(default_factory=QuantizationConfig)
+
+
+MODES = ("minibatch", "temporal", "fullgraph")
+
+
+@dataclass
+class Config:
+    mode: str = "minibatch"              # minibatch | temporal | fullgraph
+    dataset: DatasetConfig = field(default_factory=DatasetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    run: RunConfig = field(default_factory=RunConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    temporal: TemporalConfig = field(default_factory=TemporalConfig)
+    fullgraph: FullGraphConfig = field(default_factory=FullGraphConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# Values that must come from a fixed set; checked after parsing.
+CHOICES = {
+    "mode": MODES,
+    "model.arch": ("sage", "gcn", "gat", "tgn", "jodie", "apan"),
+    "sampler.device": ("auto", "cpu", "cuda"),
+    "cluster.backend": ("auto", "gloo", "nccl"),
+    "partition.method": ("metis", "random", "stream"),
+    "cache.policy": ("none", "degree", "vip"),
+    "temporal.neighbor_strategy": ("recent", "uniform"),
+    "temporal.exchange": ("dedup", "naive"),
+    "temporal.ownership": ("range", "hash", "balanced"),
+    "fullgraph.quantization.mode": ("none", "uniform", "adaptive"),
+}
+
+
+# ----------------------------------------------------------------------------- parsing
+def _build(cls, data, where: str):
+    if data is None:
+        return cls()
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'}: expected a mapping, got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in names:
+            close = difflib.get_close_matches(str(key), names, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ConfigError(f"unknown config key '{path}'{hint}; allowed: {', '.join(names)}")
+        kwargs[key] = _convert(hints[key], value, path)
+    return cls(**kwargs)
+
+
+def _convert(hint, value, path):
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, path)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None and type(None) in args:
+            return None
+        hint = next(a for a in args if a is not type(None))
+        origin = typing.get_origin(hint)
+    target = origin or hint
+    if target is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"config key '{path}' must be true or false, got {value!r}")
+        return value
+    if target is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"config key '{path}' must be an integer, got {value!r}")
+        return value
+    if target is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"config key '{path}' must be a number, got {value!r}")
+        return float(value)
+    if target is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"config key '{path}' must be a string, got {value!r}")
+        return value
+    if target is list:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"config key '{path}' must be a list, got {value!r}")
+        return list(value)
+    if target is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"config key '{path}' must be a mapping, got {value!r}")
+        return dict(value)
+    return value
+
+
+def _get(cfg, dotted: str):
+    for part in dotted.split("."):
+        cfg = getattr(cfg, part)
+    return cfg
+
+
+def validate(cfg: Config) -> Config:
+    """Cross-field checks; raises ConfigError naming the key and the allowed values."""
+    for key, allowed in CHOICES.items():
+        value = _get(cfg, key)
+        if value not in allowed:
+            raise ConfigError(f"config key '{key}' is {value!r}; allowed: {', '.join(allowed)}")
+    s = cfg.sampler
+    if not s.fanouts or any((not isinstance(f, int)) or isinstance(f, bool) or f == 0 or f < -1
+                            for f in s.fanouts):
+        raise ConfigError(f"config key 'sampler.fanouts' is {s.fanouts!r}; use a list of "
+                          "positive integers (or -1 for all neighbours), e.g. [15, 10]")
+    if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
+        raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
+                          f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")
+    positive = {"sampler.batch_size": s.batch_size, "sampler.eval_batch_size": s.eval_batch_size,
+                "model.hidden": cfg.model.hidden, "model.layers": cfg.model.layers,
+                "model.heads": cfg.model.heads, "cluster.workers": cfg.cluster.workers,
+                "train.epochs": cfg.train.epochs, "train.eval_every": cfg.train.eval_every}
+    for key, value in positive.items():
+        if value < 1:
+            raise ConfigError(f"config key '{key}' must be >= 1, got {value}")
+    if cfg.train.lr <= 0:
+        raise ConfigError(f"config key 'train.lr' must be > 0, got {cfg.train.lr}")
+    if not 0.0 <= cfg.model.dropout < 1.0:
+        raise ConfigError(f"config key 'model.dropout' must be in [0, 1), got {cfg.model.dropout}")
+    if s.threads is not None and s.threads < 1:
+        raise ConfigError(f"config key 'sampler.threads' must be >= 1 or null, got {s.threads}")
+    if s.prefetch < 0:
+        raise ConfigError(f"config key 'sampler.prefetch' must be >= 0, got {s.prefetch}")
+    if cfg.cache.replication < 0:
+        raise ConfigError(f"config key 'cache.replication' must be >= 0, "
+                          f"got {cfg.cache.replication}")
+    bits = cfg.fullgraph.quantization.bits
+    if not bits or any(b not in (2, 4, 8) for b in bits):
+        raise ConfigError(f"config key 'fullgraph.quantization.bits' is {bits!r}; "
+                          "allowed values: 2, 4, 8")
+    if cfg.fullgraph.quantization.uniform_bits not in (2, 4, 8):
+        raise ConfigError("config key 'fullgraph.quantization.uniform_bits' must be 2, 4 or 8")
+    return cfg
+
+
+def _apply_override(data: dict, item: str):
+    if "=" not in item:
+        raise ConfigError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
+    key, raw = item.split("=", 1)
+    value = yaml.safe_load(raw)
+    node = data
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override '{item}': '{part}' is not a section")
+    node[parts[-1]] = value
+
+
+def from_dict(data: dict | None, overrides=()) -> Config:
+    data = dict(data or {})
+    for item in overrides:
+        _apply_override(data, item)
+    return validate(_build(Config, data, ""))
+
+
+def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
+    """Read and validate a YAML run config (None = all defaults)."""
+    data = {}
+    if path is not None:
+        path = Path(path)
+        if not path.exists():
+            raise ConfigError(f"config file {path} does not exist")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path} is not valid YAML: {err}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: the top level must be a mapping of sections")
+    try:
+        return from_dict(data, overrides)
+    except ConfigError as err:
+        raise ConfigError(f"{path}: {err}" if path else str(err)) from None

@@ -1,0 +1,43 @@
+"""The sampler's output: one sampled multi-hop neighbourhood with its gathered features.
+
+Plain numpy, no torch: `gnnsys.minibatch.MiniBatch.from_sampled` wraps it for the model.
+
+Layout (SALIENT/PyG convention):
+- `n_id` lists global node ids: the seeds first (in seed order, repeats kept as given),
+  then each hop's newly discovered nodes in discovery order. Local id = position in n_id.
+- `hop_sizes[h]` = number of nodes known after hop h (hop_sizes[0] = number of seeds), so
+  the nodes of hop h's targets are n_id[:hop_sizes[h]] and its sources n_id[:hop_sizes[h+1]].
+- `block_indptr[h]`, `block_indices[h]`: CSR of hop h (h = 0 is the hop out of the seeds).
+  Row i (a target, local id i < hop_sizes[h]) lists the local ids of its sampled sources.
+- `x`: feature rows of every node in n_id, in n_id order. Usually a view into a buffer the
+  sampler reuses across batches: copy it if you keep it past the next batch.
+- `missing`: positions in n_id whose rows no local tier holds (the distributed store
+  fetches them); empty on a single machine.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class SampledSubgraph:
+    n_id: np.ndarray
+    hop_sizes: list
+    block_indptr: list
+    block_indices: list
+    x: np.ndarray | None = None
+    missing: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+
+    @property
+    def num_seeds(self) -> int:
+        return int(self.hop_sizes[0])
+
+    @property
+    def num_hops(self) -> int:
+        return len(self.block_indptr)
+
+    @property
+    def num_sampled_edges(self) -> int:
+        return int(sum(len(ix) for ix in self.block_indices))
