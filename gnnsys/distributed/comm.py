@@ -1,0 +1,107 @@
+"""The one communication layer: torch.distributed collectives with byte/row/wait accounting.
+
+Every mode exchanges data through `Communicator`, so every trainer reports bytes and
+rows sent and received per step the same way. With world_size 1 every call is a local
+no-op, so single-process code paths need no special cases.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass
+class CommStats:
+    bytes_sent: int = 0
+    bytes_recv: int = 0
+    rows_sent: int = 0
+    rows_recv: int = 0
+    wait_s: float = 0.0        # time blocked inside collectives
+    calls: int = 0
+
+    def as_dict(self, prefix: str = "comm_") -> dict:
+        return {prefix + k: (round(v, 6) if isinstance(v, float) else v)
+                for k, v in asdict(self).items()}
+
+
+class Communicator:
+    """Collectives over the default process group (gloo on CPU, NCCL on GPU)."""
+
+    def __init__(self, rank: int = 0, world_size: int = 1, device=None):
+        self.rank, self.world_size = rank, world_size
+        self.device = torch.device(device or "cpu")
+        self.stats = CommStats()
+
+    def reset_stats(self) -> CommStats:
+        old, self.stats = self.stats, CommStats()
+        return old
+
+    def _timed(self, fn):
+        t0 = time.perf_counter()
+        out = fn()
+        self.stats.wait_s += time.perf_counter() - t0
+        self.stats.calls += 1
+        return out
+
+    # --------------------------------------------------------------- all-to-all
+    def all_to_all(self, send: list[torch.Tensor]) -> list[torch.Tensor]:
+        """send[r] goes to rank r (rows of any count, same trailing shape and dtype on every
+        rank); returns recv[r] from rank r. Counts are exchanged first, then the rows in one
+        `all_to_all_single`. The self part is copied locally and not counted as traffic."""
+        assert len(send) == self.world_size, "all_to_all needs one tensor per rank"
+        if self.world_size == 1:
+            return [send[0]]
+        trailing, dtype = send[0].shape[1:], send[0].dtype
+        counts = torch.tensor([len(t) for t in send], dtype=torch.int64, device=self.device)
+        recv_counts = torch.empty_like(counts)
+        self._timed(lambda: dist.all_to_all_single(recv_counts, counts))
+        flat = torch.cat([t.reshape(len(t), *trailing) for t in send]).to(self.device)
+        rc = recv_counts.tolist()
+        out = torch.empty((sum(rc), *trailing), dtype=dtype, device=self.device)
+        self._timed(lambda: dist.all_to_all_single(out, flat, output_split_sizes=rc,
+                                                   input_split_sizes=counts.tolist()))
+        row_bytes = flat.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
+        sent = sum(len(t) for r, t in enumerate(send) if r != self.rank)
+        got = sum(c for r, c in enumerate(rc) if r != self.rank)
+        # the counts message is traffic too: 8 bytes per peer each way
+        self.stats.rows_sent += sent
+        self.stats.rows_recv += got
+        self.stats.bytes_sent += sent * row_bytes + 8 * (self.world_size - 1)
+        self.stats.bytes_recv += got * row_bytes + 8 * (self.world_size - 1)
+        return list(out.split(rc))
+
+    # --------------------------------------------------------------- reductions
+    def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """In place; op in sum | mean | max | min."""
+        if self.world_size == 1:
+            return tensor
+        reduce_op = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM,
+                     "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
+        self._timed(lambda: dist.all_reduce(tensor, op=reduce_op))
+        nbytes = tensor.numel() * tensor.element_size()
+        self.stats.bytes_sent += nbytes
+        self.stats.bytes_recv += nbytes
+        if op == "mean":
+            tensor /= self.world_size
+        return tensor
+
+    def all_gather_object(self, obj) -> list:
+        if self.world_size == 1:
+            return [obj]
+        out = [None] * self.world_size
+        self._timed(lambda: dist.all_gather_object(out, obj))
+        return out
+
+    def broadcast_object(self, obj, src: int = 0):
+        if self.world_size == 1:
+            return obj
+        box = [obj]
+        self._timed(lambda: dist.broadcast_object_list(box, src=src))
+        return box[0]
+
+    def barrier(self) -> None:
+        if self.world_size > 1:
+            self._timed(dist.barrier)

@@ -1,0 +1,188 @@
+"""Start one trainer per device as Ray actors, join them in a torch.distributed group,
+run a worker function in each, and recover from a worker death by restarting from the
+last checkpoint.
+
+    def work(ctx: WorkerContext, config) -> dict: ...
+    results = launch(work, config)      # list of per-rank return values, rank order
+
+With `cluster.workers == 1` the function runs in this process (no Ray). A worker that
+dies is detected by Ray at once (its actor reference fails); the surviving workers are
+killed rather than left waiting in a collective, and the run is retried from its
+checkpoint up to `cluster.max_failures` times. A peer that hangs is bounded by the
+process-group timeout (`cluster.timeout_s`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import socket
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+import torch
+
+from .comm import Communicator
+
+log = logging.getLogger(__name__)
+
+
+class WorkerFailure(RuntimeError):
+    """A worker died or raised; the message names the rank and the cause."""
+
+
+@dataclass
+class WorkerContext:
+    rank: int
+    world_size: int
+    device: torch.device
+    comm: Communicator
+    attempt: int = 0          # 0 on the first try, n after n recoveries
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def set_threads(threads: int) -> None:
+    """Ray sets OMP_NUM_THREADS=1 in actors: set numba's and torch's pools explicitly."""
+    threads = max(1, int(threads))
+    torch.set_num_threads(threads)
+    try:
+        import numba
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    except Exception:  # numba's pool may be fixed once launched; torch's setting still holds
+        pass
+
+
+def _pick_device(config, rank: int) -> torch.device:
+    want = config.sampler.device
+    if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            raise RuntimeError("sampler.device is 'cuda' but no CUDA GPU is visible; "
+                               "use 'auto' or 'cpu'")
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _backend(config, device: torch.device) -> str:
+    if config.cluster.backend != "auto":
+        return config.cluster.backend
+    return "nccl" if device.type == "cuda" else "gloo"
+
+
+class _Worker:
+    """The body of one Ray actor (wrapped with ray.remote lazily, so Ray stays optional)."""
+
+    def __init__(self, rank: int, world_size: int, threads: int):
+        self.rank, self.world_size = rank, world_size
+        set_threads(threads)
+
+    def address(self) -> tuple[str, int]:
+        ip = _node_ip()
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ip, port
+
+    def setup(self, master: tuple[str, int], config) -> bool:
+        import torch.distributed as dist
+        self.device = _pick_device(config, self.rank)
+        os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
+        dist.init_process_group(_backend(config, self.device), rank=self.rank,
+                                world_size=self.world_size,
+                                timeout=timedelta(seconds=config.cluster.timeout_s))
+        return True
+
+    def run(self, fn, config, attempt, args):
+        comm = Communicator(self.rank, self.world_size, self.device)
+        ctx = WorkerContext(self.rank, self.world_size, self.device, comm, attempt)
+        return fn(ctx, config, *args)
+
+
+def _node_ip() -> str:
+    try:
+        import ray
+        return ray.util.get_node_ip_address()
+    except Exception:
+        return "127.0.0.1"
+
+
+def init_ray(config) -> None:
+    """Join the cluster at cluster.address (or $RAY_ADDRESS, as `ray job submit` sets),
+    else start a local one sized to this machine."""
+    import ray
+    if ray.is_initialized():
+        return
+    address = config.cluster.address or os.environ.get("RAY_ADDRESS")
+    kwargs = dict(ignore_reinit_error=True, include_dashboard=False,
+                  logging_level=logging.WARNING, log_to_driver=True)
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        need = config.cluster.workers * config.cluster.cpus_per_worker
+        ray.init(num_cpus=max(need, os.cpu_count() or 1), **kwargs)
+
+
+def launch(fn, config, *args) -> list:
+    """Run `fn(ctx, config, *args)` on `cluster.workers` workers; return their results.
+
+    On a worker death the whole group is torn down and started again with
+    `run.resume = True`, so `fn` continues from the last checkpoint; after
+    `cluster.max_failures` recoveries the failure is raised as WorkerFailure."""
+    world = config.cluster.workers
+    threads = config.sampler.threads or config.cluster.cpus_per_worker
+    if world == 1:
+        set_threads(config.sampler.threads or (os.cpu_count() or 1))
+        device = _pick_device(config, 0)
+        return [fn(WorkerContext(0, 1, device, Communicator(0, 1, device)), config, *args)]
+
+    import ray
+    init_ray(config)
+    attempt = 0
+    while True:
+        try:
+            return _run_group(ray, fn, config, args, world, threads, attempt)
+        except WorkerFailure as err:
+            if attempt >= config.cluster.max_failures:
+                raise
+            attempt += 1
+            log.warning("%s; restarting all %d workers from the last checkpoint "
+                        "(recovery %d of %d)", err, world, attempt, config.cluster.max_failures)
+            config = dataclasses.replace(config, run=dataclasses.replace(config.run, resume=True))
+
+
+def _run_group(ray, fn, config, args, world, threads, attempt):
+    remote = ray.remote(_Worker).options(
+        num_cpus=config.cluster.cpus_per_worker, num_gpus=config.cluster.gpus_per_worker,
+        max_restarts=0)
+    actors = [remote.remote(rank, world, threads) for rank in range(world)]
+    try:
+        master = ray.get(actors[0].address.remote(), timeout=config.cluster.timeout_s)
+        ray.get([a.setup.remote(master, config) for a in actors],
+                timeout=config.cluster.timeout_s)
+        refs = [a.run.remote(fn, config, attempt, args) for a in actors]
+        rank_of = {ref: r for r, ref in enumerate(refs)}
+        pending, results = list(refs), {}
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            ref = done[0]
+            try:
+                results[rank_of[ref]] = ray.get(ref)
+            except ray.exceptions.RayActorError as err:
+                raise WorkerFailure(f"worker {rank_of[ref]} died ({type(err).__name__})") from None
+            except ray.exceptions.RayTaskError as err:
+                cause = err.cause if hasattr(err, "cause") else err
+                if isinstance(cause, (KeyboardInterrupt, SystemExit)):
+                    raise WorkerFailure(f"worker {rank_of[ref]} was stopped") from None
+                raise cause from None
+        return [results[r] for r in range(world)]
+    except ray.exceptions.GetTimeoutError:
+        raise WorkerFailure(f"workers did not start within cluster.timeout_s="
+                            f"{config.cluster.timeout_s}s; is the Ray cluster big enough for "
+                            f"{world} x {config.cluster.cpus_per_worker} CPUs?") from None
+    finally:
+        for a in actors:
+            ray.kill(a, no_restart=True)
+        time.sleep(0.1)

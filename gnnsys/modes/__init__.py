@@ -1,0 +1,1 @@
+"""Training modes: each module exposes fit(config) -> dict of final metrics."""

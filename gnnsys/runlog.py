@@ -1,0 +1,127 @@
+"""The run directory: metrics as JSON lines, atomic checkpoints, progress bars.
+
+Every training mode writes through this module so that `gnnsys report`, `--resume` and
+fault recovery read one format:
+
+    run_dir/config.yaml         the validated config of the run
+    run_dir/metrics.jsonl       one JSON object per line: {"epoch": 3, "loss": ..., ...}
+    run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import yaml
+
+CHECKPOINT = "checkpoint.pt"
+METRICS = "metrics.jsonl"
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunDir:
+    """One run's directory. Only rank 0 should write (pass `writer=False` elsewhere)."""
+
+    def __init__(self, path: str | os.PathLike, writer: bool = True):
+        self.path = Path(path)
+        self.writer = writer
+        if writer:
+            self.path.mkdir(parents=True, exist_ok=True)
+
+    # ----------------------------------------------------------------- config
+    def save_config(self, config) -> None:
+        if self.writer:
+            text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+            atomic_write_bytes(self.path / "config.yaml", text.encode())
+
+    # ----------------------------------------------------------------- metrics
+    def log(self, record: dict) -> None:
+        """Append one metrics record (a line of JSON); values must be JSON-serialisable."""
+        if not self.writer:
+            return
+        record = {"time": round(time.time(), 3), **record}
+        with open(self.path / METRICS, "a") as f:
+            f.write(json.dumps(record, default=_jsonable) + "\n")
+            f.flush()
+
+    def read_metrics(self) -> list[dict]:
+        return read_metrics(self.path)
+
+    def truncate_metrics_after(self, epoch: int) -> None:
+        """On resume, drop records of epochs after the checkpoint (they will be redone)."""
+        if not self.writer or not (self.path / METRICS).exists():
+            return
+        keep = [r for r in self.read_metrics() if r.get("epoch", -1) <= epoch]
+        text = "".join(json.dumps(r) + "\n" for r in keep)
+        atomic_write_bytes(self.path / METRICS, text.encode())
+
+    # ----------------------------------------------------------------- checkpoints
+    def save_checkpoint(self, state: dict) -> Path:
+        """Write `state` (must hold 'epoch') atomically; a crash mid-write keeps the old one."""
+        path = self.path / CHECKPOINT
+        if self.writer:
+            import io
+            buf = io.BytesIO()
+            torch.save(state, buf)
+            atomic_write_bytes(path, buf.getvalue())
+        return path
+
+    def load_checkpoint(self) -> dict | None:
+        path = self.path / CHECKPOINT
+        if not path.exists():
+            return None
+        try:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        except Exception as err:  # a checkpoint we cannot read must not be silently ignored
+            raise RuntimeError(f"checkpoint {path} is unreadable ({err}); delete it to start "
+                               "over or restore it from a backup") from None
+
+
+def read_metrics(path: str | os.PathLike) -> list[dict]:
+    file = Path(path) / METRICS
+    if not file.exists():
+        return []
+    records = []
+    for n, line in enumerate(file.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError:
+                raise ValueError(f"{file}:{n} is not valid JSON") from None
+    return records
+
+
+def _jsonable(value):
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    if hasattr(value, "item"):
+        return value.item()
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return str(value)
+
+
+def progress(iterable=None, total=None, desc="", enabled=True, **kw):
+    """A tqdm bar on stderr, or the bare iterable when disabled / not wanted."""
+    from tqdm.auto import tqdm
+    return tqdm(iterable, total=total, desc=desc, disable=not enabled, file=sys.stderr,
+                dynamic_ncols=True, leave=False, **kw)

@@ -1,0 +1,1 @@
+"""Partitioners and the on-disk partition format (no dependency on gnnsys trainers)."""
