@@ -121,8 +121,10 @@ def init_ray(config) -> None:
     if address:
         ray.init(address=address, **kwargs)
     else:
+        # Logical CPUs only steer scheduling; leave room so later runs in this process
+        # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
-        ray.init(num_cpus=max(need, os.cpu_count() or 1), **kwargs)
+        ray.init(num_cpus=max(need, os.cpu_count() or 1, 8), **kwargs)
 
 
 def launch(fn, config, *args) -> list:
