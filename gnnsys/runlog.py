@@ -47,6 +47,18 @@ class RunDir:
         if writer:
             self.path.mkdir(parents=True, exist_ok=True)
 
+    def start(self, resume: bool) -> None:
+        """A fresh run (resume=False) in a used directory moves the old metrics and
+        checkpoint aside into previous/<timestamp>/ rather than mixing or deleting them."""
+        if not self.writer or resume:
+            return
+        old = [self.path / n for n in (METRICS, CHECKPOINT) if (self.path / n).exists()]
+        if old:
+            keep = self.path / "previous" / time.strftime("%Y%m%d-%H%M%S")
+            keep.mkdir(parents=True, exist_ok=True)
+            for f in old:
+                os.replace(f, keep / f.name)
+
     # ----------------------------------------------------------------- config
     def save_config(self, config) -> None:
         if self.writer:

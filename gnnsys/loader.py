@@ -1,0 +1,114 @@
+"""Minibatches for an epoch, prepared in a background thread while the model trains.
+
+As in SALIENT, batch preparation (the fused sample+gather kernel, which releases the
+GIL) runs in a worker thread and feeds a bounded queue, so sampling batch i+1 overlaps
+the model step on batch i. Input features are not copied out of the sampler's ring of
+buffers: the ring holds `prefetch + 2` buffers (the batch in training, the queued ones
+and the one being written), so a buffer is reused only after its batch is done.
+"""
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+
+from .minibatch import MiniBatch
+
+_DONE = object()
+
+
+def batch_seed(base: int, epoch: int, index: int) -> int:
+    """A distinct, reproducible sampling seed per (run seed, epoch, batch)."""
+    return (base * 1_000_003 + epoch) * 1_000_033 + index
+
+
+class NodeLoader:
+    """Iterate `MiniBatch`es over `seeds` with a fused sampler.
+
+    Example::
+
+        sampler = FusedSampler(g.indptr, g.indices, [15, 10], features=g.x, num_buffers=4)
+        loader = NodeLoader(sampler, g.train_idx, g.y, batch_size=1024, prefetch=2)
+        for batch in loader.epoch(0):
+            logits = model(batch.x, batch.blocks)
+
+    `num_batches` forces an exact batch count per epoch (seeds are cycled or cut), which
+    distributed training needs so every rank runs the same number of steps. `transform`
+    runs on each batch in the background thread (e.g. to fetch missing rows).
+    """
+
+    def __init__(self, sampler, seeds, labels=None, batch_size: int = 1024,
+                 shuffle: bool = True, drop_last: bool = False, prefetch: int = 2,
+                 seed: int = 0, num_batches: int | None = None, transform=None):
+        self.sampler = sampler
+        self.seeds = np.asarray(seeds, dtype=np.int64)
+        self.labels = labels
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.prefetch, self.seed = prefetch, seed
+        self.num_batches, self.transform = num_batches, transform
+        need = prefetch + 2
+        if getattr(sampler, "num_buffers", need) < need:
+            raise ValueError(f"the sampler has {sampler.num_buffers} output buffers but "
+                             f"prefetch={prefetch} needs {need}; construct it with "
+                             f"num_buffers={need}")
+
+    def __len__(self) -> int:
+        if self.num_batches is not None:
+            return self.num_batches
+        n = len(self.seeds)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def _chunks(self, epoch: int):
+        order = self.seeds
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, epoch]).permutation(self.seeds)
+        if self.num_batches is not None:
+            need = self.num_batches * self.batch_size
+            if len(order) and len(order) < need:
+                order = np.resize(order, need)
+        for i in range(len(self)):
+            yield order[i * self.batch_size:(i + 1) * self.batch_size]
+
+    def _make(self, epoch: int, i: int, chunk: np.ndarray) -> MiniBatch:
+        sub = self.sampler.sample(chunk, batch_seed(self.seed, epoch, i))
+        batch = MiniBatch.from_sampled(sub, self.labels, copy_x=False)
+        return self.transform(batch) if self.transform else batch
+
+    def epoch(self, epoch: int = 0):
+        """Yield the batches of one epoch (reproducible for a given seed and epoch)."""
+        if self.prefetch == 0:
+            for i, chunk in enumerate(self._chunks(epoch)):
+                yield self._make(epoch, i, chunk)
+            return
+        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        stop = threading.Event()
+
+        def produce():
+            try:
+                for i, chunk in enumerate(self._chunks(epoch)):
+                    if stop.is_set():
+                        return
+                    q.put(self._make(epoch, i, chunk))
+                q.put(_DONE)
+            except BaseException as err:  # hand the error to the consumer
+                q.put(err)
+
+        worker = threading.Thread(target=produce, name="gnnsys-batch-prep", daemon=True)
+        worker.start()
+        try:
+            while True:
+                item = q.get()
+                if item is _DONE:
+                    return
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            stop.set()
+            while worker.is_alive():      # unblock a producer waiting on a full queue
+                try:
+                    q.get_nowait()
+                except queue.Empty:
+                    pass
+                worker.join(timeout=0.05)

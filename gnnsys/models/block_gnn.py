@@ -1,0 +1,129 @@
+"""GraphSAGE / GCN / GAT over the bipartite blocks of a `MiniBatch`, plus layer-wise
+full-neighbourhood inference for evaluation.
+
+Each layer maps the features of a block's sources to its targets. Because a block's
+targets are a prefix of its sources, `x[:num_dst]` are the target rows. GCN is
+normalised with the *global* degrees (weight 1/sqrt((d_u+1)(d_v+1)), self loop 1/(d_v+1)),
+and a sampled target's neighbour sum is scaled by d_v / sampled_v, so that with all
+neighbours it is exactly full-graph GCN and with sampling an unbiased estimate of it
+(a block-local normalisation would change with the sample). GCN therefore needs the
+global ids of the input nodes (`n_id`) and `set_degree(graph.degree())` once.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch_geometric.nn import GATConv, GCNConv, SAGEConv
+
+
+def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
+    if arch == "sage":
+        return SAGEConv(in_dim, out_dim)
+    if arch == "gcn":
+        return GCNConv(in_dim, out_dim, cached=False, add_self_loops=False, normalize=False)
+    if arch == "gat":
+        # hidden layers concatenate heads; the last layer averages them into classes
+        if last:
+            return GATConv(in_dim, out_dim, heads=heads, concat=False, add_self_loops=True)
+        return GATConv(in_dim, out_dim // heads, heads=heads, concat=True, add_self_loops=True)
+    raise ValueError(f"model.arch '{arch}' is not a minibatch model; use sage, gcn or gat")
+
+
+class BlockGNN(nn.Module):
+    def __init__(self, arch: str, in_dim: int, hidden: int, out_dim: int, layers: int,
+                 dropout: float = 0.5, heads: int = 4):
+        super().__init__()
+        if arch == "gat" and hidden % heads:
+            raise ValueError(f"model.hidden ({hidden}) must be divisible by model.heads "
+                             f"({heads}) for gat")
+        self.arch, self.dropout = arch, dropout
+        self.register_buffer("degree", torch.zeros(0), persistent=False)
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.convs = nn.ModuleList(
+            _make_conv(arch, dims[i], dims[i + 1], heads, last=(i == layers - 1))
+            for i in range(layers))
+
+    def set_degree(self, degree) -> "BlockGNN":
+        """Global node degrees, needed by GCN's normalisation."""
+        self.degree = torch.as_tensor(np.asarray(degree), dtype=torch.float32,
+                                      device=self.degree.device)
+        return self
+
+    def _gcn_weights(self, edge_index, num_dst: int, n_id: torch.Tensor):
+        if n_id is None or self.degree.numel() == 0:
+            raise ValueError("gcn needs global degrees: call model.set_degree(graph.degree()) "
+                             "and pass n_id to forward")
+        deg = self.degree[n_id[:int(edge_index.max()) + 1 if edge_index.numel() else 0]]
+        src, dst = edge_index
+        sampled = torch.bincount(dst, minlength=num_dst).clamp(min=1).float()
+        d_dst = self.degree[n_id[:num_dst]]
+        weight = (deg[src] + 1).rsqrt() * (d_dst[dst] + 1).rsqrt() * (d_dst / sampled)[dst]
+        loops = torch.arange(num_dst, device=edge_index.device)
+        edge_index = torch.cat([edge_index, torch.stack([loops, loops])], 1)
+        return edge_index, torch.cat([weight, 1.0 / (d_dst + 1)])
+
+    def _layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
+               n_id: torch.Tensor | None = None):
+        conv = self.convs[i]
+        if self.arch == "gcn":
+            edge_index, weight = self._gcn_weights(edge_index, num_dst, n_id)
+            out = conv(x, edge_index, weight)[:num_dst]
+        else:
+            out = conv((x, x[:num_dst]), edge_index)
+        if i < len(self.convs) - 1:
+            out = F.relu(out)
+            out = F.dropout(out, p=self.dropout, training=self.training)
+        return out
+
+    def forward(self, x: torch.Tensor, blocks, n_id: torch.Tensor | None = None) -> torch.Tensor:
+        """x: input features of blocks[0]'s sources (global ids `n_id`, needed by gcn);
+        returns the logits of the seeds."""
+        if len(blocks) != len(self.convs):
+            raise ValueError(f"got {len(blocks)} blocks for a {len(self.convs)}-layer model")
+        for i, block in enumerate(blocks):
+            x = self._layer(i, x, block.edge_index, block.num_dst, n_id)
+        return x
+
+    @torch.no_grad()
+    def inference(self, graph, batch_size: int = 4096, device="cpu",
+                  progress=None) -> torch.Tensor:
+        """Layer-wise inference over full neighbourhoods: each layer is computed for all
+        nodes before the next, so no node's neighbourhood is expanded more than once."""
+        self.eval()
+        x = torch.from_numpy(np.asarray(graph.x, dtype=np.float32))
+        indptr = torch.from_numpy(np.asarray(graph.indptr))
+        indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
+        n = graph.num_nodes
+        steps = range(0, n, batch_size)
+        for i in range(len(self.convs)):
+            outs = []
+            for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
+                stop = min(start + batch_size, n)
+                lo, hi = int(indptr[start]), int(indptr[stop])
+                src = indices[lo:hi]
+                dst = torch.repeat_interleave(torch.arange(stop - start),
+                                              indptr[start + 1:stop + 1] - indptr[start:stop])
+                # sources: the targets themselves first, then their neighbours
+                nodes, inv = torch.unique(torch.cat([torch.arange(start, stop), src]),
+                                          return_inverse=True)
+                order = torch.cat([inv[:stop - start], inv[stop - start:]])
+                # relabel so targets occupy local ids 0..B-1
+                local = torch.full((len(nodes),), -1, dtype=torch.long)
+                local[order[:stop - start]] = torch.arange(stop - start)
+                rest = torch.nonzero(local < 0).flatten()
+                local[rest] = torch.arange(stop - start, stop - start + len(rest))
+                sources = torch.empty(len(nodes), dtype=torch.long)
+                sources[local] = nodes
+                edge_index = torch.stack([local[inv[stop - start:]], dst])
+                h = x[sources].to(device)
+                outs.append(self._layer(i, h, edge_index.to(device), stop - start,
+                                        sources.to(device)).cpu())
+            x = torch.cat(outs)
+        return x
+
+
+def build_model(config, in_dim: int, num_classes: int) -> BlockGNN:
+    m = config.model
+    return BlockGNN(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout, m.heads)
