@@ -1,0 +1,221 @@
+"""The on-disk partition format, its manifest, and the id -> owner lookup.
+
+    parts_dir/manifest.json        what was partitioned and how, the id ranges, the
+                                   quality report, and every file's size and sha256
+    parts_dir/part-<k>/indptr.npy  CSR of the rows part k owns (local row i = global id
+                                   offsets[k] + i), starting at 0
+                      indices.npy  their columns, as global (relabelled) ids
+                      x.npy        features of the owned rows (if the graph has any)
+                      y.npy        labels of the owned rows
+                      train_idx.npy, val_idx.npy, test_idx.npy   owned split ids (global)
+                      orig_ids.npy the dataset's id of each owned row
+
+Arrays are plain .npy, loaded memory-mapped. A directory is written under a temporary
+name and renamed into place when complete, so a crash never leaves a half-written one
+that looks valid; a later corruption (truncated or edited file) is caught by the sizes
+and checksums in the manifest, and the error names the file.
+
+Depends on numpy only (plus gnnsys.graph for the Graph container).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+SPLITS = ("train_idx", "val_idx", "test_idx")
+
+
+class PartitionError(ValueError):
+    """A partition directory that is missing, corrupt, or made for another config."""
+
+
+@dataclass(frozen=True)
+class PartitionBook:
+    """Contiguous id ranges: part k owns [offsets[k], offsets[k+1])."""
+
+    offsets: np.ndarray   # int64 [K+1]
+
+    @property
+    def num_parts(self) -> int:
+        return self.offsets.size - 1
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.offsets[-1])
+
+    def owner(self, ids) -> np.ndarray:
+        return np.searchsorted(self.offsets, np.asarray(ids), side="right") - 1
+
+    def local(self, ids, part: int | None = None) -> np.ndarray:
+        ids = np.asarray(ids)
+        start = self.offsets[part] if part is not None else self.offsets[self.owner(ids)]
+        return ids - start
+
+    def range(self, part: int) -> tuple[int, int]:
+        return int(self.offsets[part]), int(self.offsets[part + 1])
+
+    def size(self, part: int) -> int:
+        return int(self.offsets[part + 1] - self.offsets[part])
+
+
+def file_digest(path: Path, chunk_bytes: int = 1 << 23) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk_bytes):
+            h.update(block)
+    return h.hexdigest()
+
+
+def graph_fingerprint(indptr: np.ndarray, num_features: int) -> str:
+    """Cheap identity of the source graph: sha256 of its degree sequence and shape."""
+    h = hashlib.sha256(np.ascontiguousarray(indptr).tobytes())
+    h.update(f"{indptr.size - 1}:{int(indptr[-1])}:{num_features}".encode())
+    return h.hexdigest()[:16]
+
+
+def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=None,
+                splits: dict | None = None, orig_ids=None, manifest_extra: dict | None = None,
+                progress=None) -> Path:
+    """Write a relabelled graph (ids already contiguous per part) as a parts directory.
+
+    progress: optional callable wrapping an iterable (e.g. a progress bar), one step per part.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    offsets = np.asarray(offsets, dtype=np.int64)
+    num_parts = offsets.size - 1
+    splits = splits or {}
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        files = {}
+        steps = range(num_parts) if progress is None else progress(range(num_parts))
+        for k in steps:
+            lo, hi = int(offsets[k]), int(offsets[k + 1])
+            arrays = {"indptr": indptr[lo:hi + 1] - indptr[lo],
+                      "indices": indices[indptr[lo]:indptr[hi]]}
+            if x is not None:
+                arrays["x"] = x[lo:hi]
+            if y is not None:
+                arrays["y"] = y[lo:hi]
+            for name in SPLITS:
+                if splits.get(name) is not None:
+                    ids = np.asarray(splits[name])
+                    arrays[name] = np.sort(ids[(ids >= lo) & (ids < hi)]).astype(np.int64)
+            if orig_ids is not None:
+                arrays["orig_ids"] = orig_ids[lo:hi]
+            part_dir = tmp / f"part-{k}"
+            part_dir.mkdir()
+            for name, arr in arrays.items():
+                file = part_dir / f"{name}.npy"
+                np.save(file, np.ascontiguousarray(arr), allow_pickle=False)
+                files[f"part-{k}/{name}.npy"] = {"bytes": file.stat().st_size,
+                                                 "sha256": file_digest(file)}
+        manifest = {"format_version": FORMAT_VERSION, "created": time.time(),
+                    "num_parts": num_parts, "num_nodes": int(offsets[-1]),
+                    "num_edges": int(indices.size), "offsets": offsets.tolist(),
+                    "num_features": 0 if x is None else int(x.shape[1]),
+                    **(manifest_extra or {}), "files": files}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+class PartitionSet:
+    """A parts directory opened for reading; arrays are memory-mapped on access."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        manifest_file = self.path / MANIFEST
+        if not manifest_file.exists():
+            raise PartitionError(f"{self.path} is not a partition directory (no {MANIFEST}); "
+                                 "run `gnnsys partition --config <run.yaml>` to create it")
+        try:
+            self.manifest = json.loads(manifest_file.read_text())
+        except json.JSONDecodeError as err:
+            raise PartitionError(f"{manifest_file} is corrupt ({err}); delete {self.path} "
+                                 "and partition again") from None
+        if self.manifest.get("format_version") != FORMAT_VERSION:
+            raise PartitionError(f"{self.path}: partition format version "
+                                 f"{self.manifest.get('format_version')} is not supported "
+                                 f"(expected {FORMAT_VERSION}); delete it and partition again")
+        self.book = PartitionBook(np.asarray(self.manifest["offsets"], dtype=np.int64))
+
+    @property
+    def num_parts(self) -> int:
+        return self.book.num_parts
+
+    # ------------------------------------------------------------------ checks
+    def verify(self, parts=None, checksums: bool = True) -> None:
+        """Check sizes (and sha256) of the files of `parts` (default all) against the
+        manifest; raises PartitionError naming the first bad file."""
+        wanted = None if parts is None else {f"part-{k}/" for k in parts}
+        for rel, info in self.manifest["files"].items():
+            if wanted is not None and rel[:rel.index("/") + 1] not in wanted:
+                continue
+            file = self.path / rel
+            hint = f"; delete {self.path} and partition again"
+            if not file.exists():
+                raise PartitionError(f"partition file {file} is missing{hint}")
+            size = file.stat().st_size
+            if size != info["bytes"]:
+                raise PartitionError(f"partition file {file} has {size} bytes, the manifest "
+                                     f"says {info['bytes']}: it is corrupt{hint}")
+            if checksums and file_digest(file) != info["sha256"]:
+                raise PartitionError(f"partition file {file} does not match its sha256 "
+                                     f"checksum in the manifest: it is corrupt{hint}")
+
+    def check_matches(self, expected: dict) -> None:
+        """Raise PartitionError if a manifest field differs from `expected` (e.g. the
+        dataset, method or number of parts the config asks for)."""
+        for key, want in expected.items():
+            have = self.manifest.get(key)
+            if have != want:
+                raise PartitionError(
+                    f"{self.path} was made with {key}={have!r} but the config needs "
+                    f"{key}={want!r}; partition again (`gnnsys partition --force`) or set "
+                    "partition.dir to another directory")
+
+    # ------------------------------------------------------------------ arrays
+    def array(self, part: int, name: str, mmap: bool = True):
+        """One array of one part, or None if the part has no such array."""
+        if not 0 <= part < self.num_parts:
+            raise PartitionError(f"{self.path} has parts 0..{self.num_parts - 1}, not {part}")
+        file = self.path / f"part-{part}" / f"{name}.npy"
+        if f"part-{part}/{name}.npy" not in self.manifest["files"]:
+            return None
+        try:
+            return np.load(file, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (OSError, ValueError) as err:
+            raise PartitionError(f"cannot read partition file {file} ({err}); delete "
+                                 f"{self.path} and partition again") from None
+
+    def full_csr(self) -> tuple[np.ndarray, np.ndarray]:
+        """The whole graph's CSR in relabelled ids, stitched from every part's rows
+        (each sampler needs the full topology; features stay partitioned)."""
+        indptrs = [self.array(k, "indptr") for k in range(self.num_parts)]
+        ends = np.cumsum([0] + [int(p[-1]) for p in indptrs])
+        indptr = np.concatenate([np.asarray(p[:-1]) + ends[k] for k, p in enumerate(indptrs)]
+                                + [np.array([ends[-1]])]).astype(np.int64)
+        indices = np.concatenate([self.array(k, "indices") for k in range(self.num_parts)])
+        return indptr, indices
+
+    def global_split(self, name: str) -> np.ndarray:
+        """A split (train_idx/val_idx/test_idx) over all parts, in relabelled ids."""
+        pieces = [self.array(k, name) for k in range(self.num_parts)]
+        pieces = [np.asarray(p) for p in pieces if p is not None]
+        return np.concatenate(pieces) if pieces else np.empty(0, dtype=np.int64)

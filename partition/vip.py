@@ -1,0 +1,95 @@
+"""Vertex-wise inclusion probabilities (VIP, SALIENT++ section 1.3.2), exact-log form.
+
+For the training vertices T_k of one part, batch size b and fanouts f_1..f_L (seed
+outward), with d(v) the row length of v:
+
+    p^0(v)     = min(1, b / |T_k|)  for v in T_k, else 0
+    p^{h+1}(u) = 1 - prod_{v in N(u)} (1 - p^h(v) * min(1, f_{h+1} / d(v)))
+    VIP_k(u)   = 1 - prod_{h=1..L} (1 - p^h(u))
+
+Computed in float64 in log space (sum of log1p(-w), then -expm1), the "exact-log"
+variant of `caching/vip.py::vip_analytical`, not the first-order form
+1 - exp(-sum w) that the SALIENT++ training driver uses. One parallel pass over the CSR
+per hop: O(L * E) time, O(N) extra memory. -1 fanouts (take all) use min(1, .) = 1.
+
+N(u) must be the vertices whose sampled neighbourhood can contain u, i.e. column u of
+the sampling adjacency. For the symmetric graphs we train on that is row u; pass the
+transposed CSR for a directed graph.
+
+Also here: the "degree-reachable" weight, the degree baseline of SALIENT++'s
+`caching/vip.py`. Depends on numpy and numba only.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(parallel=True, cache=True)
+def _next_hop(indptr, indices, pick_prob, out_prob, log_not_seen):
+    """out_prob[u] = 1 - prod_v (1 - pick_prob[v]); log_not_seen[u] += log(1 - out_prob[u])."""
+    n = indptr.size - 1
+    for u in prange(n):
+        log_miss = 0.0
+        for e in range(indptr[u], indptr[u + 1]):
+            w = pick_prob[indices[e]]
+            if w >= 1.0:
+                log_miss = -np.inf
+                break
+            if w > 0.0:
+                log_miss += np.log1p(-w)
+        out_prob[u] = -np.expm1(log_miss)
+        log_not_seen[u] += log_miss
+
+
+def vip_weights(indptr: np.ndarray, indices: np.ndarray, train_ids: np.ndarray,
+                fanouts, batch_size: int) -> np.ndarray:
+    """VIP_k(u) for every vertex u (float64 [N]), for seeds drawn from `train_ids`."""
+    indptr = np.asarray(indptr)
+    indices = np.asarray(indices)
+    n = indptr.size - 1
+    degree = np.diff(indptr).astype(np.float64)
+    prob = np.zeros(n, dtype=np.float64)
+    if len(train_ids):
+        prob[np.asarray(train_ids)] = min(1.0, batch_size / len(train_ids))
+    log_not_seen = np.zeros(n, dtype=np.float64)
+    next_prob = np.empty(n, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        for fanout in fanouts:
+            pick = np.ones(n) if fanout < 0 else np.minimum(1.0, fanout / degree)
+            _next_hop(indptr, indices, prob * pick, next_prob, log_not_seen)
+            prob, next_prob = next_prob, prob
+    return -np.expm1(log_not_seen)
+
+
+@njit(parallel=True, cache=True)
+def _spread(indptr, indices, mask, out):
+    n = indptr.size - 1
+    for u in prange(n):
+        hit = mask[u]
+        if not hit:
+            for e in range(indptr[u], indptr[u + 1]):
+                if mask[indices[e]]:
+                    hit = True
+                    break
+        out[u] = hit
+
+
+def reachable(indptr: np.ndarray, indices: np.ndarray, seeds: np.ndarray,
+              hops: int) -> np.ndarray:
+    """Boolean mask of vertices within `hops` hops of `seeds` (symmetric adjacency)."""
+    n = indptr.size - 1
+    mask = np.zeros(n, dtype=np.bool_)
+    mask[np.asarray(seeds)] = True
+    out = np.empty_like(mask)
+    for _ in range(hops):
+        _spread(np.asarray(indptr), np.asarray(indices), mask, out)
+        mask, out = out, mask
+    return mask
+
+
+def degree_reachable_weights(indptr: np.ndarray, indices: np.ndarray,
+                             train_ids: np.ndarray, hops: int) -> np.ndarray:
+    """Degree x [reachable within `hops` hops of the training vertices] (float64 [N])."""
+    degree = np.diff(np.asarray(indptr)).astype(np.float64)
+    return degree * reachable(indptr, indices, train_ids, hops)
