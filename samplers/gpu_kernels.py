@@ -1,0 +1,347 @@
+"""numba.cuda kernels of the GPU fused sampler (HyDRA-like; orchestrated by samplers/fused_gpu.py).
+
+One hop of sampling is a short fixed sequence of launches, all on the device:
+  count_picks -> exclusive scan (block offsets) -> sample_hop (a group of lanes per
+  target: Floyd picks, neighbour ids read from the device or pinned-host adjacency,
+  inserted into the batch's hash table) -> mark_first_occurrences -> exclusive scan
+  (new-node ranks) -> assign_and_gather (new nodes get local ids in discovery order and
+  their feature rows are copied, in the same kernel, from whichever tier holds them)
+  -> relabel_picks (block indices = local ids).
+The seeds take the same path through insert_seeds and publish_seeds_and_gather.
+
+Why this shape:
+- Deterministic output without atomics on the layout: each target owns the slice
+  [block_indptr[t], block_indptr[t+1]) of the hop's pick buffer (prefix-summed counts,
+  ALGORITHMS.md 2.8), and a new node's local id is its rank among first occurrences in
+  that buffer (an atomicMin of the pick position per hash slot, then a scan). That is
+  exactly the CPU sampler's discovery order, and the random streams are the CPU's
+  (samplers/_rng.py: splitmix64 keyed by (batch seed, hop, target position)), so the GPU
+  and the CPU kernels return the same batch.
+- No warp intrinsics and no block barriers in the per-target kernels: every lane of a
+  group runs the (short, O(fanout^2)) Floyd loop redundantly and stores identical
+  values, so no lane waits for another; the expensive parts (neighbour loads, hash
+  inserts, row copies) are split over the lanes. This also keeps numba's CUDA simulator
+  (which has no warp intrinsics and is very slow at barriers) usable for the tests.
+- Tiers are one homogeneous tuple of 2-D row tables (device, host, peer0, ...), indexed
+  by the tier id stored in the node's location word (samplers/gpu_tiers.py).
+
+Depends on numpy and numba.cuda only. Thread-index values are cast to int64 before any
+arithmetic so that no expression mixes signed and unsigned types (numba would widen to
+float64).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import cuda
+
+from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
+
+IN_SIMULATOR = cuda.to_device.__module__.startswith("numba.cuda.simulator")
+# The simulator runs a thread per Python thread and barriers cost milliseconds each, so
+# the one kernel with a barrier (scan_chunk_totals) uses a small block there.
+SCAN_THREADS = 32 if IN_SIMULATOR else 1024
+ELEMENTWISE_THREADS = 256             # threads per block of the thread-per-item kernels
+EMPTY_KEY = -1                        # hash slot without a node
+NO_LOCAL_ID = -1                      # node inserted in this hop, local id not yet assigned
+NO_PICK = np.iinfo(np.int64).max      # first_pick of a slot no pick has claimed
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX_C1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_C2 = np.uint64(0x94D049BB133111EB)
+_U27 = np.uint64(27)
+_U30 = np.uint64(30)
+_U31 = np.uint64(31)
+_U32 = np.uint64(32)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_TWO32 = np.uint64(1 << 32)
+
+
+# ------------------------------------------------------------------ random streams
+# Bit-for-bit the CPU sampler's samplers/_rng.py (its docstring is the specification).
+@cuda.jit(device=True)
+def mix64(z):
+    z = np.uint64(z)
+    z = (z ^ (z >> _U30)) * _MIX_C1
+    z = (z ^ (z >> _U27)) * _MIX_C2
+    return z ^ (z >> _U31)
+
+
+@cuda.jit(device=True)
+def stream_state(batch_seed, hop, position):
+    return mix64(mix64(mix64(batch_seed) ^ np.uint64(hop)) ^ np.uint64(position))
+
+
+@cuda.jit(device=True)
+def next_u64(state):
+    state = state + _GOLDEN
+    return state, mix64(state)
+
+
+@cuda.jit(device=True)
+def uniform_below(state, bound):
+    """(new state, r) with r uniform in [0, bound); Lemire multiply-shift with rejection."""
+    bound = np.uint64(bound)
+    state, bits = next_u64(state)
+    if bound > _TWO32:
+        return state, bits % bound
+    product = (bits >> _U32) * bound
+    low = product & _LOW32
+    if low < bound:
+        threshold = (_TWO32 - bound) % bound
+        while low < threshold:
+            state, bits = next_u64(state)
+            product = (bits >> _U32) * bound
+            low = product & _LOW32
+    return state, product >> _U32
+
+
+# ------------------------------------------------------------------ device helpers
+@cuda.jit(device=True)
+def group_coordinates():
+    """(lane, lanes, group): blocks are (lanes, groups per block); one group = one item."""
+    lane = np.int64(cuda.threadIdx.x)
+    lanes = np.int64(cuda.blockDim.x)
+    group = np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.y) + np.int64(cuda.threadIdx.y)
+    return lane, lanes, group
+
+
+@cuda.jit(device=True)
+def thread_index():
+    return np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.x) + np.int64(cuda.threadIdx.x)
+
+
+@cuda.jit(device=True)
+def find_or_insert(keys, table_mask, key):
+    """Slot of `key` in the open-addressing table (linear probing), inserting it if
+    absent. A plain read first: most probes hit a known node and need no atomic."""
+    slot = np.int64(mix64(key) & np.uint64(table_mask))
+    while True:
+        current = keys[slot]
+        if current == key:
+            return slot
+        if current == EMPTY_KEY:
+            current = cuda.atomic.cas(keys, slot, EMPTY_KEY, key)
+            if current == EMPTY_KEY or current == key:
+                return slot
+        slot = (slot + 1) & table_mask
+
+
+@cuda.jit(device=True)
+def neighbour(node, k, indptr, hot_start, hot_indices, host_indices):
+    """k-th in-neighbour of `node`: from the device replica when the vertex is hot,
+    else straight from the pinned host copy (a zero-copy read over PCIe)."""
+    start = hot_start[node]
+    if start >= 0:
+        return np.int64(hot_indices[start + k])
+    return np.int64(host_indices[indptr[node] + k])
+
+
+@cuda.jit(device=True)
+def copy_row(node, destination, location, tiers, x, is_missing, lane, lanes):
+    """x[destination] = the node's feature row from its tier, lanes striding the
+    columns (coalesced); a node no tier holds gets a zero row and is flagged."""
+    where = location[node]
+    width = x.shape[1]
+    if where < 0:
+        for column in range(lane, width, lanes):
+            x[destination, column] = 0
+        if lane == 0:
+            is_missing[destination] = 1
+        return
+    if lane == 0:
+        is_missing[destination] = 0
+    rows = tiers[where >> TIER_SHIFT]
+    row = where & ROW_MASK
+    for column in range(lane, width, lanes):
+        x[destination, column] = rows[row, column]
+
+
+# ------------------------------------------------------------------ hash table
+@cuda.jit
+def clear_table(keys, local_ids, first_pick):
+    slot = thread_index()
+    if slot < keys.size:
+        keys[slot] = EMPTY_KEY
+        local_ids[slot] = NO_LOCAL_ID
+        first_pick[slot] = NO_PICK
+
+
+@cuda.jit
+def rehash_table(old_keys, old_local_ids, keys, local_ids, table_mask):
+    """Move every entry of a full table into a bigger, cleared one."""
+    old_slot = thread_index()
+    if old_slot < old_keys.size:
+        key = old_keys[old_slot]
+        if key != EMPTY_KEY:
+            slot = find_or_insert(keys, table_mask, key)
+            local_ids[slot] = old_local_ids[old_slot]
+
+
+# ------------------------------------------------------------------ exclusive scan
+# out[0..n] = exclusive prefix sums of values[0..n), out[n] = total. Three launches:
+# per-chunk totals, one block scanning the chunk totals, per-chunk rewrite.
+@cuda.jit
+def scan_chunk_sums(values, n, chunk, chunk_sums):
+    c = thread_index()
+    begin = c * chunk
+    if begin < n:
+        total = np.int64(0)
+        for i in range(begin, min(begin + chunk, n)):
+            total += values[i]
+        chunk_sums[c] = total
+
+
+@cuda.jit
+def scan_chunk_totals(chunk_sums, num_chunks):
+    """In place: chunk_sums[c] = sum of the chunks before c; chunk_sums[num_chunks] = all.
+    One block: each thread owns a run of chunks, thread 0 scans the per-thread sums."""
+    per_thread_sums = cuda.shared.array(SCAN_THREADS, dtype=np.int64)
+    t = np.int64(cuda.threadIdx.x)
+    per_thread = (num_chunks + SCAN_THREADS - 1) // SCAN_THREADS
+    begin = t * per_thread
+    end = min(begin + per_thread, num_chunks)
+    total = np.int64(0)
+    for c in range(begin, end):
+        total += chunk_sums[c]
+    per_thread_sums[t] = total
+    cuda.syncthreads()
+    if t == 0:
+        running = np.int64(0)
+        for i in range(SCAN_THREADS):
+            value = per_thread_sums[i]
+            per_thread_sums[i] = running
+            running += value
+        chunk_sums[num_chunks] = running
+    cuda.syncthreads()
+    running = per_thread_sums[t]
+    for c in range(begin, end):
+        value = chunk_sums[c]
+        chunk_sums[c] = running
+        running += value
+
+
+@cuda.jit
+def scan_write(values, n, chunk, chunk_sums, out):
+    c = thread_index()
+    if n == 0:
+        if c == 0:
+            out[0] = 0
+        return
+    begin = c * chunk
+    if begin < n:
+        running = chunk_sums[c]
+        end = min(begin + chunk, n)
+        for i in range(begin, end):
+            out[i] = running
+            running += values[i]
+        if end == n:
+            out[n] = running
+
+
+# ------------------------------------------------------------------ seeds
+@cuda.jit
+def insert_seeds(seeds, n_id, keys, table_mask, first_pick, seed_slots):
+    """n_id[:B] = seeds; a repeated seed node maps to its first position (atomicMin)."""
+    i = thread_index()
+    if i < seeds.size:
+        node = seeds[i]
+        n_id[i] = node
+        slot = find_or_insert(keys, table_mask, node)
+        cuda.atomic.min(first_pick, slot, i)
+        seed_slots[i] = slot
+
+
+@cuda.jit
+def publish_seeds_and_gather(seed_slots, num_seeds, n_id, first_pick, local_ids, location,
+                             tiers, x, is_missing, gather):
+    """A group per seed position: fix the seed node's local id, copy its feature row."""
+    lane, lanes, i = group_coordinates()
+    if i < num_seeds:
+        slot = seed_slots[i]
+        if lane == 0:
+            local_ids[slot] = first_pick[slot]    # same value from every repeat
+        if gather:
+            copy_row(n_id[i], i, location, tiers, x, is_missing, lane, lanes)
+
+
+# ------------------------------------------------------------------ one hop
+@cuda.jit
+def count_picks(n_id, num_targets, fanout, indptr, counts):
+    """Picks per target: min(degree, fanout); all neighbours when fanout < 0."""
+    t = thread_index()
+    if t < num_targets:
+        node = n_id[t]
+        degree = indptr[node + 1] - indptr[node]
+        counts[t] = degree if (fanout < 0 or degree <= fanout) else fanout
+
+
+@cuda.jit
+def sample_hop(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
+               block_indptr, batch_seed, hop, picks, picked_nodes, picked_slots,
+               keys, local_ids, first_pick, table_mask):
+    """A group of lanes per target: choose its neighbour positions (Floyd, inclusive
+    range: the CPU sampler's exact draws), read the neighbour ids wherever the
+    adjacency lives, insert them into the hash table and claim first occurrences."""
+    lane, lanes, target = group_coordinates()
+    if target >= num_targets:
+        return
+    node = n_id[target]
+    degree = indptr[node + 1] - indptr[node]
+    offset = block_indptr[target]
+    take = block_indptr[target + 1] - offset
+    if take < degree:
+        # Every lane computes the same picks and stores the same values, so each lane
+        # can read back the whole list without waiting for the others.
+        state = stream_state(batch_seed, hop, target)
+        for picked in range(take):
+            j = degree - take + picked
+            state, draw = uniform_below(state, j + 1)
+            position = np.int64(draw)
+            for q in range(picked):
+                if picks[offset + q] == position:
+                    position = j
+                    break
+            picks[offset + picked] = position
+    for i in range(lane, take, lanes):
+        k = i if take == degree else picks[offset + i]
+        node_id = neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
+        picked_nodes[offset + i] = node_id
+        slot = find_or_insert(keys, table_mask, node_id)
+        picked_slots[offset + i] = slot
+        if local_ids[slot] == NO_LOCAL_ID:       # not known before this hop
+            cuda.atomic.min(first_pick, slot, offset + i)
+
+
+@cuda.jit
+def mark_first_occurrences(picked_slots, num_picks, local_ids, first_pick, is_new):
+    p = thread_index()
+    if p < num_picks:
+        slot = picked_slots[p]
+        is_new[p] = 1 if (local_ids[slot] == NO_LOCAL_ID and first_pick[slot] == p) else 0
+
+
+@cuda.jit
+def assign_and_gather(picked_nodes, picked_slots, new_rank, num_picks, num_known,
+                      local_ids, n_id, location, tiers, x, is_missing, gather):
+    """A group per run of `lanes` picks: each first occurrence becomes local id
+    num_known + rank, is appended to n_id, and its feature row is copied by the group."""
+    lane, lanes, group = group_coordinates()
+    begin = group * lanes
+    for p in range(begin, min(begin + lanes, num_picks)):
+        rank = new_rank[p]
+        if new_rank[p + 1] == rank:
+            continue
+        local = num_known + rank
+        node = picked_nodes[p]
+        if lane == 0:
+            local_ids[picked_slots[p]] = local
+            n_id[local] = node
+        if gather:
+            copy_row(node, local, location, tiers, x, is_missing, lane, lanes)
+
+
+@cuda.jit
+def relabel_picks(picked_slots, num_picks, local_ids, block_indices):
+    p = thread_index()
+    if p < num_picks:
+        block_indices[p] = local_ids[picked_slots[p]]
