@@ -1,0 +1,9 @@
+"""Sampling kernels: turn seed nodes into sampled multi-hop subgraphs with features.
+
+Knows arrays, not trainers: depends on numpy/numba (and `gnnsys.graph` at most).
+`FusedSampler` is the CPU sample+gather kernel; `SampledSubgraph` is its output.
+"""
+from samplers.fused_cpu import FusedSampler
+from samplers.types import SampledSubgraph
+
+__all__ = ["FusedSampler", "SampledSubgraph"]

@@ -1,0 +1,317 @@
+"""Fused CPU neighbour sampler: multi-hop sampling, relabelling and feature gather in one call.
+
+The SALIENT recipe (ALGORITHMS.md 1.6) in numba: Floyd sampling without replacement,
+an open-addressing global->local map reused across hops, and the feature rows of every
+sampled node written straight into a reusable output buffer, with no intermediate
+`index_select`. Knows arrays only: depends on numpy and numba, never on gnnsys/torch.
+
+    >>> import numpy as np
+    >>> from samplers import FusedSampler
+    >>> indptr = np.array([0, 2, 3, 4], dtype=np.int64)     # 0 <- {1, 2}, 1 <- 0, 2 <- 0
+    >>> indices = np.array([1, 2, 0, 0], dtype=np.int32)
+    >>> feats = np.arange(6, dtype=np.float32).reshape(3, 2)
+    >>> sub = FusedSampler(indptr, indices, fanouts=[2], features=feats).sample(
+    ...     np.array([0]), seed=0)
+    >>> sub.n_id.tolist(), sub.hop_sizes, sub.x.tolist()
+    ([0, 1, 2], [1, 3], [[0.0, 1.0], [2.0, 3.0], [4.0, 5.0]])
+
+Semantics (see samplers/types.py for the layout):
+- Hop h samples, for every node known so far (targets = n_id[:hop_sizes[h]]), up to
+  fanouts[h] distinct in-neighbours uniformly without replacement (Robert Floyd's
+  algorithm, inclusive range); all of them if degree <= fanout or fanout == -1, in CSR
+  order. Picks of one target are listed in Floyd's draw order (not sorted).
+- Randomness: target at position i of hop h draws from its own splitmix64 stream
+  keyed by (seed, h, i) (samplers/_rng.py), so a batch is a pure function of
+  (graph, seeds, fanouts, seed), whatever the thread count.
+- Discovery order: new nodes of hop h are appended to n_id in the order they first
+  appear when reading the hop's sampled lists target by target.
+- Repeated seeds: n_id[:B] is `seeds` exactly, so a repeated seed has one slot per
+  occurrence and each slot is a target with its own independent sample at every hop.
+  When the node shows up as a sampled source (from any target), the edge points at its
+  FIRST slot; the later slots therefore only ever appear as targets.
+- Features: x[i] = features[row_of[n_id[i]]] (row_of None: features[n_id[i]]); where
+  row_of is -1 the row is zero and i is listed in `missing`.
+- Buffer lifetime: `x` is a view into buffer (call number % num_buffers) of a ring the
+  sampler reuses; it stays valid for the next num_buffers - 1 calls, then is
+  overwritten. Copy it (MiniBatch.from_sampled(copy_x=True)) to keep it longer. n_id
+  and the blocks are fresh arrays owned by the caller.
+- One sampler instance serves one thread at a time (its workspaces are shared); use
+  one instance per loader thread. The kernels release the GIL.
+"""
+from __future__ import annotations
+
+import time
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from samplers._gather import as_copyable, gather_rows, gather_rows_mapped
+from samplers._node_map import MAX_GLOBAL_ID, NodeMap
+from samplers._prefetch import prefetch
+from samplers._rng import seed_to_u64, stream_state, uniform_below
+from samplers.types import SampledSubgraph
+
+ALL_NEIGHBOURS = -1
+# Targets whose CSR rows are requested ahead of use (DRAM latency / work per target).
+TARGETS_AHEAD = 4
+# Prefetch stride for whole rows: one request per 64-byte line of int32 ids (for int64
+# ids this requests every other line; the hardware prefetcher fills in on long rows).
+INDICES_PER_LINE = 16
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_indptr):
+    """Pass 1 of a hop: per-target pick counts, prefix-summed into block_indptr.
+    Also keeps each target's CSR start and degree so pass 2 need not touch indptr."""
+    for i in prange(num_targets):
+        if i + TARGETS_AHEAD < num_targets:
+            prefetch(indptr, n_id[i + TARGETS_AHEAD])
+        node = n_id[i]
+        start = indptr[node]
+        degree = indptr[node + 1] - start
+        row_start[i] = start
+        row_degree[i] = degree
+        block_indptr[i + 1] = degree if (fanout < 0 or degree <= fanout) else fanout
+    block_indptr[0] = 0
+    for i in range(num_targets):
+        block_indptr[i + 1] += block_indptr[i]
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def fill_hop(indices, row_start, row_degree, block_indptr, num_targets, batch_seed, hop,
+             candidates):
+    """Pass 2 of a hop: write each target's picks (global ids) at its block offset.
+
+    First every target draws its pick positions (pure arithmetic, no graph access);
+    then a second loop turns positions into neighbour ids, prefetching the picks of a
+    target a few places ahead, which keeps many independent misses in flight."""
+    for i in prange(num_targets):
+        offset = block_indptr[i]
+        take = block_indptr[i + 1] - offset
+        degree = row_degree[i]
+        if take == degree:
+            continue
+        # Floyd: for j = degree - take .. degree - 1 draw t in [0, j]; if t was already
+        # picked, pick j (never picked before, as all earlier picks are < j). The linear
+        # membership test is O(take^2), cheaper than any set for GNN-sized fanouts.
+        state = stream_state(batch_seed, hop, i)
+        for picked in range(take):
+            j = degree - take + picked
+            state, draw = uniform_below(state, j + 1)
+            position = np.int64(draw)
+            for q in range(picked):
+                if candidates[offset + q] == position:
+                    position = j
+                    break
+            candidates[offset + picked] = position
+
+    for i in prange(num_targets):
+        ahead = i + TARGETS_AHEAD
+        if ahead < num_targets:
+            ahead_offset = block_indptr[ahead]
+            ahead_take = block_indptr[ahead + 1] - ahead_offset
+            ahead_start = row_start[ahead]
+            if ahead_take == row_degree[ahead]:
+                for k in range(0, ahead_take, INDICES_PER_LINE):
+                    prefetch(indices, ahead_start + k)
+            else:
+                for q in range(ahead_take):
+                    prefetch(indices, ahead_start + candidates[ahead_offset + q])
+        offset = block_indptr[i]
+        take = block_indptr[i + 1] - offset
+        start = row_start[i]
+        if take == row_degree[i]:
+            for k in range(take):
+                candidates[offset + k] = indices[start + k]
+        else:
+            for q in range(take):
+                candidates[offset + q] = indices[start + candidates[offset + q]]
+
+
+def _grown(array: np.ndarray | None, size: int, dtype, keep: int = 0) -> np.ndarray:
+    """`array` if it holds `size` items, else a geometrically larger one (first `keep`
+    items copied over) so that workspaces stop reallocating after a few batches."""
+    if array is not None and array.size >= size:
+        return array
+    old_size = 0 if array is None else array.size
+    bigger = np.empty(max(size + size // 4, 2 * old_size, 16), dtype=dtype)
+    if keep:
+        bigger[:keep] = array[:keep]
+    return bigger
+
+
+class FusedSampler:
+    """Uniform multi-hop neighbour sampler that also gathers the sampled nodes' features.
+
+    indptr int64 [N+1] / indices int32|int64 [E]: CSR, row v = in-neighbours of v.
+    fanouts: picks per target for each hop, seed-outward; -1 = all neighbours.
+    features: [R, F] float32/float16 (np.memmap fine) or None (no gather, x is None).
+    row_of: None (row = global id) or int64 [N] global id -> features row, -1 = no local
+    copy (row left zero, position reported in `missing`).
+    num_threads: numba threads for the kernels (default numba.get_num_threads()).
+    num_buffers: size of the ring of reusable feature buffers (see module docstring).
+    After each call, `last_timings` holds seconds spent per phase.
+    """
+
+    def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
+                 num_threads: int | None = None, num_buffers: int = 4):
+        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        self.indices = np.asarray(indices)
+        if self.indptr.ndim != 1 or self.indptr.size < 1:
+            raise ValueError("FusedSampler: indptr must be a 1-D int64 array of length N+1")
+        if self.indices.dtype not in (np.int32, np.int64) or self.indices.ndim != 1:
+            raise ValueError(f"FusedSampler: indices must be 1-D int32 or int64, got "
+                             f"{self.indices.dtype} with shape {self.indices.shape}")
+        self.indices = np.ascontiguousarray(self.indices)
+        if int(self.indptr[-1]) != self.indices.size:
+            raise ValueError(f"FusedSampler: indptr[-1]={int(self.indptr[-1])} but indices "
+                             f"has {self.indices.size} entries; the CSR is inconsistent")
+        self.num_nodes = self.indptr.size - 1
+        if self.num_nodes > MAX_GLOBAL_ID:
+            raise ValueError(f"FusedSampler: {self.num_nodes} nodes; the node map keys "
+                             f"global ids in 32 bits (at most {MAX_GLOBAL_ID})")
+        self.fanouts = [int(f) for f in fanouts]
+        if not self.fanouts or any(f < 0 and f != ALL_NEIGHBOURS for f in self.fanouts):
+            raise ValueError(f"FusedSampler: fanouts must be a non-empty list of counts "
+                             f">= 0 or -1 (all neighbours), got {list(fanouts)}")
+        self.features, self.row_of = self._check_features(features, row_of)
+        self._feature_bits = None if self.features is None else as_copyable(self.features)
+
+        max_threads = numba.config.NUMBA_NUM_THREADS
+        self.num_threads = int(num_threads or numba.get_num_threads())
+        if not 1 <= self.num_threads <= max_threads:
+            raise ValueError(f"FusedSampler: num_threads={num_threads} must lie in "
+                             f"[1, {max_threads}] (NUMBA_NUM_THREADS)")
+        if num_buffers < 1:
+            raise ValueError(f"FusedSampler: num_buffers must be >= 1, got {num_buffers}")
+        self.num_buffers = int(num_buffers)
+
+        # One shard of the node map per thread (rounded up to a power of two).
+        self._node_map = NodeMap(1 << (self.num_threads - 1).bit_length())
+        self._n_id = self._row_start = self._row_degree = None
+        self._candidates = self._codes = self._is_missing = None
+        self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
+        self._calls = 0
+        self.last_timings: dict[str, float] = {}
+
+    def _check_features(self, features, row_of):
+        if features is None:
+            if row_of is not None:
+                raise ValueError("FusedSampler: row_of given without features")
+            return None, None
+        if not hasattr(features, "ndim") or features.ndim != 2:
+            raise ValueError("FusedSampler: features must be a 2-D array [rows, dim]")
+        if features.dtype not in (np.float32, np.float16):
+            raise ValueError(f"FusedSampler: features must be float32 or float16, got "
+                             f"{features.dtype}; convert with features.astype(np.float32)")
+        if not features.flags.c_contiguous:
+            raise ValueError("FusedSampler: features must be C-contiguous (row-major); "
+                             "pass np.ascontiguousarray(features)")
+        if row_of is None:
+            if features.shape[0] < self.num_nodes:
+                raise ValueError(f"FusedSampler: features has {features.shape[0]} rows "
+                                 f"for {self.num_nodes} nodes; pass row_of to map ids")
+            return features, None
+        row_of = np.ascontiguousarray(row_of, dtype=np.int64)
+        if row_of.shape != (self.num_nodes,):
+            raise ValueError(f"FusedSampler: row_of must have shape ({self.num_nodes},), "
+                             f"got {row_of.shape}")
+        if row_of.size and (row_of.min() < -1 or row_of.max() >= features.shape[0]):
+            raise ValueError(f"FusedSampler: row_of values must lie in [-1, "
+                             f"{features.shape[0]}) (rows of features)")
+        return features, row_of
+
+    # ------------------------------------------------------------------ sampling
+    def sample(self, seeds, seed: int) -> SampledSubgraph:
+        """Sample around `seeds` (global ids; repeats allowed) with batch seed `seed`."""
+        seeds = np.asarray(seeds)
+        if seeds.ndim != 1 or (seeds.size and seeds.dtype.kind not in "iu"):
+            raise ValueError(f"FusedSampler.sample: seeds must be a 1-D integer array, "
+                             f"got {seeds.dtype} with shape {seeds.shape}")
+        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+        if seeds.size and (seeds.min() < 0 or seeds.max() >= self.num_nodes):
+            raise ValueError(f"FusedSampler.sample: seed ids must lie in [0, "
+                             f"{self.num_nodes}), got [{seeds.min()}, {seeds.max()}]")
+        previous_threads = numba.get_num_threads()
+        numba.set_num_threads(self.num_threads)
+        try:
+            return self._sample(seeds, seed_to_u64(seed))
+        finally:
+            numba.set_num_threads(previous_threads)
+            self._calls += 1
+
+    def _sample(self, seeds: np.ndarray, batch_seed: np.uint64) -> SampledSubgraph:
+        clock = time.perf_counter
+        started = clock()
+        spent = {"sample": 0.0, "relabel": 0.0, "gather": 0.0}
+        num_known = seeds.size
+        self._n_id = _grown(self._n_id, num_known, np.int64)
+        self._node_map.start_batch(num_known)
+        self._node_map.insert_seeds(seeds, self._n_id)
+        hop_sizes, block_indptrs, block_indices = [num_known], [], []
+
+        for hop, fanout in enumerate(self.fanouts):
+            phase_start = clock()
+            num_targets = num_known
+            self._row_start = _grown(self._row_start, num_targets, np.int64)
+            self._row_degree = _grown(self._row_degree, num_targets, np.int64)
+            block_indptr = np.empty(num_targets + 1, dtype=np.int64)
+            count_hop(self.indptr, self._n_id, num_targets, fanout, self._row_start,
+                      self._row_degree, block_indptr)
+            num_picks = int(block_indptr[num_targets])
+            self._candidates = _grown(self._candidates, num_picks, np.int64)
+            fill_hop(self.indices, self._row_start, self._row_degree, block_indptr,
+                     num_targets, batch_seed, np.uint64(hop), self._candidates)
+            relabel_start = clock()
+            spent["sample"] += relabel_start - phase_start
+
+            self._codes = _grown(self._codes, num_picks, np.int64)
+            self._n_id = _grown(self._n_id, num_known + num_picks, np.int64, keep=num_known)
+            local_ids = np.empty(num_picks, dtype=np.int32)
+            num_known += self._node_map.relabel_hop(self._candidates, num_picks, num_known,
+                                                    self._n_id, local_ids, self._codes)
+            spent["relabel"] += clock() - relabel_start
+            hop_sizes.append(num_known)
+            block_indptrs.append(block_indptr)
+            block_indices.append(local_ids)
+
+        gather_start = clock()
+        x, missing = self._gather(num_known)
+        n_id = self._n_id[:num_known].copy()
+        finished = clock()
+        spent["gather"] = finished - gather_start
+        spent["total"] = finished - started
+        self.last_timings = spent
+        return SampledSubgraph(n_id=n_id, hop_sizes=hop_sizes, block_indptr=block_indptrs,
+                               block_indices=block_indices, x=x, missing=missing)
+
+    # ------------------------------------------------------------------ features
+    def _gather(self, num_rows: int):
+        no_missing = np.empty(0, dtype=np.int64)
+        if self.features is None:
+            return None, no_missing
+        x = self._ring_buffer(num_rows)
+        out_bits = as_copyable(x)
+        if self.row_of is None:
+            gather_rows(self._feature_bits, self._n_id, num_rows, out_bits)
+            return x, no_missing
+        self._is_missing = _grown(self._is_missing, num_rows, np.uint8)
+        num_missing = gather_rows_mapped(self._feature_bits, self.row_of, self._n_id,
+                                         num_rows, out_bits, self._is_missing)
+        if num_missing == 0:
+            return x, no_missing
+        return x, np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64)
+
+    def _ring_buffer(self, num_rows: int) -> np.ndarray:
+        """View [:num_rows] of this call's buffer, grown geometrically when too small.
+        New buffers are written once up front so page faults stay out of later batches."""
+        slot = self._calls % self.num_buffers
+        buffer = self._x_ring[slot]
+        if buffer is None or buffer.shape[0] < num_rows:
+            old_rows = 0 if buffer is None else buffer.shape[0]
+            rows = max(num_rows + num_rows // 4, 2 * old_rows, 16)
+            buffer = np.empty((rows, self.features.shape[1]), dtype=self.features.dtype)
+            buffer.fill(0)
+            self._x_ring[slot] = buffer
+        return buffer[:num_rows]
