@@ -56,7 +56,7 @@ class TierBudgets:
         share again on each peer shard (each GPU of the machine spends the same budget)."""
         if not 0.0 <= device_fraction <= 1.0:
             raise ValueError(f"device_fraction must lie in [0, 1], got {device_fraction}")
-        per_gpu = int(np.ceil(device_fraction * num_local_rows)) * row_bytes
+        per_gpu = int(device_fraction * num_local_rows) * row_bytes
         return cls(device_bytes=per_gpu, peer_bytes=(per_gpu,) * num_peers,
                    host_bytes=host_bytes)
 
