@@ -77,6 +77,8 @@ class ClusterConfig:
     backend: str = "auto"                # auto | gloo | nccl
     timeout_s: float = 300.0             # collective / actor timeout before a clear error
     max_failures: int = 1                # worker deaths to recover from (restart from checkpoint)
+    fail_at: str | None = None           # fault-test hook "RANK:EPOCH": that worker exits
+                                         # mid-epoch (0-based) on the first attempt only
 
 
 @dataclass

@@ -28,11 +28,16 @@ class CommStats:
 
 
 class Communicator:
-    """Collectives over the default process group (gloo on CPU, NCCL on GPU)."""
+    """Collectives over one process group (default: the global one; gloo on CPU, NCCL on
+    GPU). Give each concurrent stream of collectives its own group and Communicator: the
+    feature fetch runs in a loader thread on its own group, so it overlaps DDP's gradient
+    all-reduce on the default group instead of queueing behind it (or deadlocking by
+    interleaving differently on different ranks)."""
 
-    def __init__(self, rank: int = 0, world_size: int = 1, device=None):
+    def __init__(self, rank: int = 0, world_size: int = 1, device=None, group=None):
         self.rank, self.world_size = rank, world_size
         self.device = torch.device(device or "cpu")
+        self.group = group
         self.stats = CommStats()
 
     def reset_stats(self) -> CommStats:
@@ -47,30 +52,38 @@ class Communicator:
         return out
 
     # --------------------------------------------------------------- all-to-all
-    def all_to_all(self, send: list[torch.Tensor]) -> list[torch.Tensor]:
+    def all_to_all(self, send: list[torch.Tensor],
+                   recv_counts: list[int] | None = None) -> list[torch.Tensor]:
         """send[r] goes to rank r (rows of any count, same trailing shape and dtype on every
         rank); returns recv[r] from rank r. Counts are exchanged first, then the rows in one
-        `all_to_all_single`. The self part is copied locally and not counted as traffic."""
+        `all_to_all_single`; pass `recv_counts` when they are already known (a reply to a
+        request) to skip the counts round. The self part is not counted as traffic."""
         assert len(send) == self.world_size, "all_to_all needs one tensor per rank"
         if self.world_size == 1:
             return [send[0]]
         trailing, dtype = send[0].shape[1:], send[0].dtype
-        counts = torch.tensor([len(t) for t in send], dtype=torch.int64, device=self.device)
-        recv_counts = torch.empty_like(counts)
-        self._timed(lambda: dist.all_to_all_single(recv_counts, counts))
+        send_counts = [len(t) for t in send]
+        counts_bytes = 0
+        if recv_counts is None:
+            counts = torch.tensor(send_counts, dtype=torch.int64, device=self.device)
+            received = torch.empty_like(counts)
+            self._timed(lambda: dist.all_to_all_single(received, counts, group=self.group))
+            recv_counts = received.tolist()
+            # the counts message is traffic too: 8 bytes per peer each way
+            counts_bytes = 8 * (self.world_size - 1)
+        rc = [int(c) for c in recv_counts]
         flat = torch.cat([t.reshape(len(t), *trailing) for t in send]).to(self.device)
-        rc = recv_counts.tolist()
         out = torch.empty((sum(rc), *trailing), dtype=dtype, device=self.device)
         self._timed(lambda: dist.all_to_all_single(out, flat, output_split_sizes=rc,
-                                                   input_split_sizes=counts.tolist()))
+                                                   input_split_sizes=send_counts,
+                                                   group=self.group))
         row_bytes = flat.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
-        sent = sum(len(t) for r, t in enumerate(send) if r != self.rank)
+        sent = sum(c for r, c in enumerate(send_counts) if r != self.rank)
         got = sum(c for r, c in enumerate(rc) if r != self.rank)
-        # the counts message is traffic too: 8 bytes per peer each way
         self.stats.rows_sent += sent
         self.stats.rows_recv += got
-        self.stats.bytes_sent += sent * row_bytes + 8 * (self.world_size - 1)
-        self.stats.bytes_recv += got * row_bytes + 8 * (self.world_size - 1)
+        self.stats.bytes_sent += sent * row_bytes + counts_bytes
+        self.stats.bytes_recv += got * row_bytes + counts_bytes
         return list(out.split(rc))
 
     # --------------------------------------------------------------- reductions
@@ -80,7 +93,7 @@ class Communicator:
             return tensor
         reduce_op = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM,
                      "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
-        self._timed(lambda: dist.all_reduce(tensor, op=reduce_op))
+        self._timed(lambda: dist.all_reduce(tensor, op=reduce_op, group=self.group))
         nbytes = tensor.numel() * tensor.element_size()
         self.stats.bytes_sent += nbytes
         self.stats.bytes_recv += nbytes
@@ -92,16 +105,16 @@ class Communicator:
         if self.world_size == 1:
             return [obj]
         out = [None] * self.world_size
-        self._timed(lambda: dist.all_gather_object(out, obj))
+        self._timed(lambda: dist.all_gather_object(out, obj, group=self.group))
         return out
 
     def broadcast_object(self, obj, src: int = 0):
         if self.world_size == 1:
             return obj
         box = [obj]
-        self._timed(lambda: dist.broadcast_object_list(box, src=src))
+        self._timed(lambda: dist.broadcast_object_list(box, src=src, group=self.group))
         return box[0]
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            self._timed(dist.barrier)
+            self._timed(lambda: dist.barrier(group=self.group))

@@ -39,6 +39,13 @@ class WorkerContext:
     device: torch.device
     comm: Communicator
     attempt: int = 0          # 0 on the first try, n after n recoveries
+    # A second group for the remote feature fetch, driven from the loader thread so it
+    # overlaps the training step's all-reduce on `comm` (see Communicator).
+    fetch_comm: Communicator | None = None
+
+    def __post_init__(self):
+        if self.fetch_comm is None and self.world_size == 1:
+            self.fetch_comm = Communicator(self.rank, 1, self.device)
 
     @property
     def is_main(self) -> bool:
@@ -90,14 +97,18 @@ class _Worker:
         import torch.distributed as dist
         self.device = _pick_device(config, self.rank)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
-        dist.init_process_group(_backend(config, self.device), rank=self.rank,
-                                world_size=self.world_size,
-                                timeout=timedelta(seconds=config.cluster.timeout_s))
+        backend = _backend(config, self.device)
+        timeout = timedelta(seconds=config.cluster.timeout_s)
+        dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
+                                timeout=timeout)
+        self.fetch_group = dist.new_group(backend=backend, timeout=timeout)
         return True
 
     def run(self, fn, config, attempt, args):
         comm = Communicator(self.rank, self.world_size, self.device)
-        ctx = WorkerContext(self.rank, self.world_size, self.device, comm, attempt)
+        fetch = Communicator(self.rank, self.world_size, self.device, group=self.fetch_group)
+        ctx = WorkerContext(self.rank, self.world_size, self.device, comm, attempt,
+                            fetch_comm=fetch)
         return fn(ctx, config, *args)
 
 

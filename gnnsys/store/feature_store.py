@@ -1,0 +1,105 @@
+"""One worker's feature store: its own rows in VIP order, then the cached remote rows.
+
+    table  = [ local rows (hottest first) | cached remote rows ]
+    row_of = global id -> row in table, or -1 (no copy here: fetched from the owner)
+
+The fused sampler gathers straight from `table` through `row_of` and lists the rows no
+tier holds in `missing`; `fill_missing` fetches those from their owners and scatters
+them into the batch (it runs in the loader thread, so batch i+1's fetch overlaps the
+training step of batch i). The first `device_rows` local rows are the ones a GPU tier
+would hold (VIP order puts the most-read rows there).
+
+Counters per epoch (`take_stats`): rows read locally, cache hits, remote rows fetched,
+rows served to peers, bytes sent/received and seconds spent in the fetch collectives.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from partition.format import PartitionBook, PartitionSet
+from .fetch import RemoteFetcher
+from .policy import select_cache
+
+
+class FeatureStore:
+    def __init__(self, book: PartitionBook, part: int, local_x: np.ndarray,
+                 cached_ids: np.ndarray, fetcher: RemoteFetcher,
+                 device_fraction: float = 0.0, policy: str = "none"):
+        self.book, self.part, self.policy = book, part, policy
+        self.fetcher = fetcher
+        lo, hi = book.range(part)
+        n_local, n_cached = hi - lo, len(cached_ids)
+        self.num_local, self.num_cached = n_local, n_cached
+        self.cached_ids = np.asarray(cached_ids, dtype=np.int64)
+        dim = local_x.shape[1]
+        self.table = np.empty((n_local + n_cached, dim), dtype=local_x.dtype)
+        self.table[:n_local] = local_x
+        # The cache is filled once, before training, with the same exchange as a batch.
+        self.table[n_local:] = fetcher.fetch(self.cached_ids)
+        # Keep the one-off fill's traffic out of the first epoch's counters.
+        self.fill_traffic = fetcher.comm.reset_stats()
+        fetcher.rows_served = fetcher.rows_requested = 0
+        self.row_of = np.full(book.num_nodes, -1, dtype=np.int64)
+        self.row_of[lo:hi] = np.arange(n_local)
+        self.row_of[self.cached_ids] = n_local + np.arange(n_cached)
+        self.device_rows = int(n_local * device_fraction)
+        self._reset_counters()
+
+    @classmethod
+    def open(cls, parts: PartitionSet, part: int, comm, *, indptr, indices, policy: str,
+             replication: float, fanouts, batch_size: int, device_fraction: float = 0.0):
+        """Build the store of `part`; every rank must call it together (cache fill)."""
+        local_x = parts.array(part, "x")
+        if local_x is None:
+            raise ValueError(f"{parts.path} has no features; minibatch training needs them")
+        train = parts.array(part, "train_idx")
+        train = np.empty(0, np.int64) if train is None else np.asarray(train)
+        cached = select_cache(policy, indptr, indices, parts.book, part, train, fanouts,
+                              batch_size, replication)
+        fetcher = RemoteFetcher(comm, parts.book, part, np.asarray(local_x))
+        return cls(parts.book, part, np.asarray(local_x), cached, fetcher, device_fraction,
+                   policy)
+
+    # ------------------------------------------------------------------ per batch
+    def fill_missing(self, batch):
+        """Fetch the rows of `batch.missing` from their owners, write them into batch.x.
+        A collective: every rank calls it once per batch."""
+        n_id = batch.n_id.numpy()
+        rows = self.row_of[n_id]
+        self.local_reads += int(np.count_nonzero((rows >= 0) & (rows < self.num_local)))
+        self.cache_hits += int(np.count_nonzero(rows >= self.num_local))
+        missing = batch.missing.numpy() if batch.missing is not None else np.empty(0, np.int64)
+        t0 = time.perf_counter()
+        fetched = self.fetcher.fetch(n_id[missing])
+        self.fetch_s += time.perf_counter() - t0
+        if missing.size:
+            batch.x[batch.missing] = torch.from_numpy(fetched)
+        self.remote_rows += int(missing.size)
+        self.batches += 1
+        return batch
+
+    # ------------------------------------------------------------------ counters
+    def _reset_counters(self):
+        self.local_reads = self.cache_hits = self.remote_rows = self.batches = 0
+        self.fetch_s = 0.0
+
+    def take_stats(self) -> dict:
+        """This epoch's counters (then reset): what the cache saved and what crossed."""
+        comm = self.fetcher.comm.reset_stats()
+        served = self.fetcher.rows_served
+        self.fetcher.rows_served = 0
+        out = {"local_rows": self.local_reads, "cache_hits": self.cache_hits,
+               "remote_rows": self.remote_rows, "rows_served": served,
+               "bytes_sent": comm.bytes_sent, "bytes_recv": comm.bytes_recv,
+               "fetch_wait_s": round(comm.wait_s, 4), "fetch_s": round(self.fetch_s, 4),
+               "batches": self.batches}
+        self._reset_counters()
+        return out
+
+    def describe(self) -> dict:
+        return {"policy": self.policy, "local_rows": self.num_local,
+                "cached_rows": self.num_cached, "device_rows": self.device_rows,
+                "table_bytes": int(self.table.nbytes)}
