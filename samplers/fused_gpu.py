@@ -241,7 +241,9 @@ class GpuFusedSampler:
         x = ws.get(f"x{ring}", num_known, self._x_dtype, width=self._width)
         is_missing = ws.get("is_missing", num_known, np.uint8)
         keys, local_ids, first_pick = self._fresh_table(2 * max(num_known, 1))
-        d_seeds = cuda.to_device(seeds) if seeds.size else ws.get("seeds", 1, np.int64)
+        d_seeds = ws.get("seeds", num_known, np.int64)
+        if num_known:
+            d_seeds[:num_known].copy_to_device(seeds)
         seed_slots = ws.get("seed_slots", num_known, np.int64)
         if num_known:
             kernels.insert_seeds[_blocks(num_known, threads), threads](

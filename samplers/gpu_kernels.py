@@ -106,6 +106,12 @@ def group_coordinates():
 
 
 @cuda.jit(device=True)
+def smaller(a, b):
+    """min() of two ints: the builtin fails to compile in numba's built-in CUDA target."""
+    return a if a < b else b
+
+
+@cuda.jit(device=True)
 def thread_index():
     return np.int64(cuda.blockIdx.x) * np.int64(cuda.blockDim.x) + np.int64(cuda.threadIdx.x)
 
@@ -186,7 +192,7 @@ def scan_chunk_sums(values, n, chunk, chunk_sums):
     begin = c * chunk
     if begin < n:
         total = np.int64(0)
-        for i in range(begin, min(begin + chunk, n)):
+        for i in range(begin, smaller(begin + chunk, n)):
             total += values[i]
         chunk_sums[c] = total
 
@@ -199,7 +205,7 @@ def scan_chunk_totals(chunk_sums, num_chunks):
     t = np.int64(cuda.threadIdx.x)
     per_thread = (num_chunks + SCAN_THREADS - 1) // SCAN_THREADS
     begin = t * per_thread
-    end = min(begin + per_thread, num_chunks)
+    end = smaller(begin + per_thread, num_chunks)
     total = np.int64(0)
     for c in range(begin, end):
         total += chunk_sums[c]
@@ -230,7 +236,7 @@ def scan_write(values, n, chunk, chunk_sums, out):
     begin = c * chunk
     if begin < n:
         running = chunk_sums[c]
-        end = min(begin + chunk, n)
+        end = smaller(begin + chunk, n)
         for i in range(begin, end):
             out[i] = running
             running += values[i]
@@ -327,7 +333,7 @@ def assign_and_gather(picked_nodes, picked_slots, new_rank, num_picks, num_known
     num_known + rank, is appended to n_id, and its feature row is copied by the group."""
     lane, lanes, group = group_coordinates()
     begin = group * lanes
-    for p in range(begin, min(begin + lanes, num_picks)):
+    for p in range(begin, smaller(begin + lanes, num_picks)):
         rank = new_rank[p]
         if new_rank[p + 1] == rank:
             continue

@@ -16,7 +16,8 @@ discovery order, so whole batches must be equal, not just similar. Graphs stay t
 import os
 import sys
 
-if __name__ == "__main__":                # the simulator child: before numba is imported
+if __name__ == "__main__" and "--compile-ptx" not in sys.argv:   # simulator child:
+    # switch the simulator on before numba.cuda is imported
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
     sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
 
@@ -324,6 +325,63 @@ def test_kernel_in_cuda_simulator(name, simulator_results):
     assert result["ok"], f"{name} failed in the CUDA simulator:\n{result['error']}"
 
 
+# ----------------------------------------------------------------------------- PTX compile
+def compile_kernels_to_ptx(cc=(9, 0)) -> list:
+    """Compile every kernel for a real GPU (sm_90) with the argument types the sampler
+    passes: catches what the simulator cannot (typing, e.g. int/uint mixes widening to
+    float64; unsupported features). Needs NVVM (numba-cuda[cu12]), not a GPU."""
+    import types as pytypes
+
+    from numba import cuda, typeof
+    from numba import types as nt
+    try:                         # device functions compile for "the current GPU": fake one
+        from numba.cuda import dispatcher
+        dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=cc)
+    except ImportError:
+        pass
+    from samplers import gpu_kernels as kernels
+
+    def array(dtype, ndim=1):
+        return typeof(np.zeros((1,) * ndim, dtype=dtype))
+
+    i64, u64, flag = nt.int64, nt.uint64, nt.boolean
+    I64, U8, I32 = array(np.int64), array(np.uint8), array(np.int32)
+    gather_args = [(nt.UniTuple(array(dt, 2), tiers), array(dt, 2), U8, flag)
+                   for dt, tiers in ((np.float32, 4), (np.uint16, 2))]
+    signatures = {
+        "clear_table": [(I64, I64, I64)],
+        "rehash_table": [(I64, I64, I64, I64, i64)],
+        "scan_chunk_sums": [(values, i64, i64, I64) for values in (I64, U8)],
+        "scan_chunk_totals": [(I64, i64)],
+        "scan_write": [(values, i64, i64, I64, I64) for values in (I64, U8)],
+        "insert_seeds": [(I64, I64, I64, i64, I64, I64)],
+        "publish_seeds_and_gather": [(I64, i64, I64, I64, I64, I64) + g for g in gather_args],
+        "count_picks": [(I64, i64, i64, I64, I64)],
+        "sample_hop": [(I64, i64, I64, I64, ix, ix, I64, u64, u64, I64, I64, I64, I64, I64,
+                        I64, i64) for ix in (I32, I64)],
+        "mark_first_occurrences": [(I64, i64, I64, I64, U8)],
+        "assign_and_gather": [(I64, I64, I64, i64, i64, I64, I64, I64) + g for g in gather_args],
+        "relabel_picks": [(I64, i64, I64, I32)],
+    }
+    compiled = []
+    for name, variants in signatures.items():
+        for signature in variants:
+            ptx, _ = cuda.compile_ptx(getattr(kernels, name).py_func, signature, cc=cc)
+            assert ".f64" not in ptx, f"{name}{signature}: float64 arithmetic crept in"
+            compiled.append(name)
+    return compiled
+
+
+def test_kernels_compile_for_a_real_gpu():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
+    child = subprocess.run([sys.executable, __file__, "--compile-ptx"], capture_output=True,
+                           text=True, env=env, cwd=REPO_ROOT, timeout=CHILD_TIMEOUT_S)
+    if "NO_NVVM" in child.stdout:
+        pytest.skip("numba cannot compile CUDA here (no NVVM: pip install numba-cuda[cu12])")
+    assert child.returncode == 0 and "COMPILED" in child.stdout, child.stdout + child.stderr
+
+
 # ----------------------------------------------------------------------------- real GPU
 def _real_gpu() -> bool:
     from samplers.fused_gpu import cuda_gpu_available
@@ -398,6 +456,22 @@ def test_make_sampler_picks_cpu_without_a_gpu():
             make_sampler("cuda", indptr, indices, [2])
 
 
-if __name__ == "__main__":
+def _compile_ptx_child():
+    try:
+        from numba.cuda.cudadrv.error import CudaSupportError, NvvmSupportError
+        try:
+            names = compile_kernels_to_ptx()
+        except (NvvmSupportError, CudaSupportError) as error:
+            print(f"NO_NVVM {error}")
+            return
+    except ImportError as error:
+        print(f"NO_NVVM {error}")
+        return
+    print(f"COMPILED {len(names)} kernel variants")
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--compile-ptx"]:
+    _compile_ptx_child()
+elif __name__ == "__main__":
     for outcome in run_kernel_checks_in_this_process(SIMULATOR_OPTIONS, sys.argv[1:]):
         print(json.dumps(outcome), flush=True)
