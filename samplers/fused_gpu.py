@@ -38,9 +38,10 @@ import numpy as np
 from numba import cuda
 
 from samplers import gpu_kernels as kernels
-from samplers.gpu_memory import DeviceWorkspace, build_tier_tables, copyable, host_table
-from samplers.gpu_tiers import (HOST_TIER, MISS, FeaturePlacement, TierBudgets,
-                                place_adjacency, place_features)
+from samplers.gpu_memory import (DeviceWorkspace, build_tier_tables, check_device_memory,
+                                 copyable, host_table)
+from samplers.gpu_tiers import (HOST_TIER, MISS, TIER_SHIFT, FeaturePlacement, TierBudgets,
+                                place_adjacency, place_features, tier_name)
 from samplers.types import SampledSubgraph
 
 ALL_NEIGHBOURS = -1
@@ -121,6 +122,8 @@ class GpuFusedSampler:
         self.lanes, self.groups_per_block, self.num_buffers = lanes, groups_per_block, num_buffers
 
         self.adjacency = place_adjacency(indptr, indices, adjacency_device_bytes)
+        check_device_memory(indptr.nbytes + self.adjacency.hot_start.nbytes
+                            + self.adjacency.hot_indices.nbytes, "the graph structure")
         self._indptr = cuda.to_device(indptr)
         self._hot_start = cuda.to_device(self.adjacency.hot_start)
         self._hot_indices = cuda.to_device(self.adjacency.hot_indices if
@@ -183,6 +186,11 @@ class GpuFusedSampler:
             self._x_dtype, self._width = np.dtype(np.float32), 1
             self.can_miss = False
             return
+        local_tiers = self.placement.bytes_per_tier()
+        check_device_memory(self.placement.location.nbytes + local_tiers["device"]
+                            + (0 if peer_devices else
+                               sum(v for k, v in local_tiers.items() if k.startswith("peer"))),
+                            "the feature tiers")
         self._location = cuda.to_device(self.placement.location)
         self._tiers = build_tier_tables(features, self.placement.tier_rows, HOST_TIER,
                                         peer_devices)
@@ -202,6 +210,30 @@ class GpuFusedSampler:
                   "workspace_device": self._workspace.nbytes()}
         if self.placement is not None:
             report["features"] = self.placement.bytes_per_tier()
+        return report
+
+    def locality(self, sub: SampledSubgraph) -> dict:
+        """Where one batch's data came from (host-side count, for benchmarks and logs):
+        feature rows per tier (+ 'miss') and neighbour-list reads served by the device
+        replica vs pinned host memory: HyDRA's local-hit fractions."""
+        n_id = sub.n_id if isinstance(sub.n_id, np.ndarray) else sub.n_id.copy_to_host()
+        report = {}
+        if self.placement is not None:
+            location = self.placement.location[n_id]
+            held = location != MISS
+            tiers = np.bincount(location[held] >> TIER_SHIFT, minlength=self.placement.num_tiers)
+            report["feature_rows"] = {tier_name(t): int(c) for t, c in enumerate(tiers)}
+            report["feature_rows"]["miss"] = int(np.count_nonzero(~held))
+        hot = self.adjacency.hot_start >= 0
+        device_reads = host_reads = 0
+        for block_indptr in sub.block_indptr:
+            if not isinstance(block_indptr, np.ndarray):
+                block_indptr = block_indptr.copy_to_host()
+            picks = np.diff(block_indptr)
+            targets_hot = hot[n_id[:picks.size]]
+            device_reads += int(picks[targets_hot].sum())
+            host_reads += int(picks[~targets_hot].sum())
+        report["adjacency_reads"] = {"device": device_reads, "host": host_reads}
         return report
 
     # ------------------------------------------------------------------ sampling

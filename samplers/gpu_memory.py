@@ -35,11 +35,34 @@ def device_table(rows: np.ndarray, device_id: int | None = None):
         return cuda.to_device(rows)
 
 
-def host_table(rows: np.ndarray):
-    """A copy of `rows` in mapped pinned host memory that kernels read in place."""
-    table = cuda.mapped_array(rows.shape, dtype=rows.dtype)
-    table[...] = rows
+# Zero-copy reads cross PCIe in 128-byte transactions: rows that start on a 128-byte
+# boundary cost the fewest (the lesson of PyTorch-Direct, ALGORITHMS.md 2.8).
+HOST_ROW_ALIGNMENT_BYTES = 128
+
+
+def host_table(rows: np.ndarray, align_rows: bool = False):
+    """A copy of `rows` in mapped pinned host memory that kernels read in place; with
+    `align_rows`, 2-D rows are padded so each starts on a 128-byte boundary (the kernel
+    copies only the real columns)."""
+    shape = rows.shape
+    if align_rows and rows.ndim == 2:
+        per_row = max(1, HOST_ROW_ALIGNMENT_BYTES // rows.itemsize)
+        shape = (rows.shape[0], -(-rows.shape[1] // per_row) * per_row)
+    table = cuda.mapped_array(shape, dtype=rows.dtype)
+    if rows.ndim == 2:
+        table[:, :rows.shape[1]] = rows
+    else:
+        table[...] = rows
     return table
+
+
+def check_device_memory(needed_bytes: int, what: str) -> None:
+    """Fail before allocating when the current GPU cannot hold `needed_bytes`."""
+    free_bytes, _ = cuda.current_context().get_memory_info()
+    if needed_bytes > free_bytes:
+        raise MemoryError(f"{what} needs {needed_bytes / 2**30:.2f} GiB on the GPU but only "
+                          f"{free_bytes / 2**30:.2f} GiB are free; lower the device budgets "
+                          f"(budgets=TierBudgets(device_bytes=...), adjacency_device_bytes=...)")
 
 
 def enable_peer_access(peer_device_ids) -> None:
@@ -78,7 +101,7 @@ def build_tier_tables(features: np.ndarray, tier_rows: list, host_tier: int,
     for tier, rows in enumerate(tier_rows):
         chosen = source[rows] if rows.size else np.zeros((1, width), dtype=source.dtype)
         if tier == host_tier:
-            tables.append(host_table(chosen))
+            tables.append(host_table(chosen, align_rows=True))
         elif tier > host_tier and peer_devices:
             tables.append(device_table(chosen, peer_devices[tier - host_tier - 1]))
         else:

@@ -81,6 +81,17 @@ def copy_bandwidth(torch, repeats: int = 10) -> float:
     return COPY_BYTES / float(np.median(times))
 
 
+def summed_locality(reports: list) -> dict:
+    """Per-batch GpuFusedSampler.locality() reports added up."""
+    total = {}
+    for report in reports:
+        for kind, counts in report.items():
+            for where, count in counts.items():
+                total.setdefault(kind, {}).setdefault(where, 0)
+                total[kind][where] += count
+    return total
+
+
 def run(args) -> dict:
     import torch
     from numba import cuda
@@ -116,6 +127,7 @@ def run(args) -> dict:
     rng = np.random.default_rng(1)
     times = {key: [] for key in (*samplers, "index_select", "cpu")}
     edges, rows = [], []
+    locality = {"fused_tiered": [], "fused_graph_host": []}
     for batch in range(args.warmup + args.batches):
         seeds = rng.choice(train_ids, size=args.batch_size, replace=False)
         measured, sub = {}, None
@@ -128,6 +140,8 @@ def run(args) -> dict:
                     lambda: torch.index_select(feature_tensor, 0, n_id))
             if name == "fused":
                 sub = result
+            if name in locality and batch >= args.warmup:      # outside the timed region
+                locality[name].append(sampler.locality(result))
         if cpu is not None:
             start = time.perf_counter()
             cpu.sample(seeds, batch)
@@ -140,6 +154,7 @@ def run(args) -> dict:
         rows.append(sub.hop_sizes[-1])
     median = {key: float(np.median(v)) for key, v in times.items() if v}
     tiers = {name: s.memory_report() for name, s in samplers.items()}
+    hits = {name: summed_locality(reports) for name, reports in locality.items()}
     return {
         "config": {"dataset": "power-law" if args.nodes else args.dataset,
                    "nodes": int(num_nodes), "edges": int(indices.size),
@@ -152,7 +167,7 @@ def run(args) -> dict:
                     "platform": platform.platform()},
         "median_s": median, "median_edges": float(np.median(edges)),
         "median_rows": float(np.median(rows)), "row_bytes": int(row_bytes),
-        "copy_bytes_per_s": copy_bytes_per_s, "tiers": tiers,
+        "copy_bytes_per_s": copy_bytes_per_s, "tiers": tiers, "locality": hits,
     }
 
 
@@ -203,6 +218,13 @@ def table(result: dict) -> str:
     ]
     for name in ("fused", "fused_tiered", "fused_graph_host"):
         lines.append(f"  {name}: {json.dumps(result['tiers'][name])}")
+    rows = result["locality"]["fused_tiered"].get("feature_rows", {})
+    reads = result["locality"]["fused_graph_host"].get("adjacency_reads", {})
+    if rows and reads:
+        lines.append(f"local hits: a-tiered feature rows from the GPU tier "
+                     f"{rows['device'] / max(1, sum(rows.values())):.1%}; a-host neighbour "
+                     f"reads from the GPU replica "
+                     f"{reads['device'] / max(1, sum(reads.values())):.1%}")
     return "\n".join(lines)
 
 

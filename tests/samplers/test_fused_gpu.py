@@ -218,6 +218,10 @@ def every_tier_and_the_miss_list(options):
     expected = reference_sample(indptr, indices, [-1, 3], SEEDS, 3)
     assert_same_batch(sub, expected, check_x=False)
     assert sampler.memory_report()["features"] == placement.bytes_per_tier()
+    rows = sampler.locality(sub)["feature_rows"]
+    assert rows["miss"] == sub.missing.size and sum(rows.values()) == sub.n_id.size
+    assert rows["peer1"] == np.count_nonzero(held & (tiers == FIRST_PEER_TIER + 1))
+    assert sampler._tiers[HOST_TIER].shape[1] == 32, "host rows padded to 128 bytes"
 
 
 @kernel_check
@@ -235,6 +239,9 @@ def adjacency_split_between_device_and_host(options):
     assert report["host"] == indices.nbytes and report["device"] > 0
     sub = split.sample(SEEDS, seed=5)
     assert_same_batch(sub, reference_sample(indptr, indices, [3, 3], SEEDS, 5, features))
+    reads = split.locality(sub)["adjacency_reads"]
+    assert reads["device"] > 0 and reads["host"] > 0
+    assert reads["device"] + reads["host"] == sub.num_sampled_edges
 
 
 @kernel_check
