@@ -92,7 +92,7 @@ class BlockGNN(nn.Module):
         """Layer-wise inference over full neighbourhoods: each layer is computed for all
         nodes before the next, so no node's neighbourhood is expanded more than once."""
         self.eval()
-        x = torch.from_numpy(np.asarray(graph.x, dtype=np.float32))
+        x = _readonly_tensor(np.asarray(graph.x, dtype=np.float32))
         indptr = torch.from_numpy(np.asarray(graph.indptr))
         indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
         n = graph.num_nodes
@@ -122,6 +122,14 @@ class BlockGNN(nn.Module):
                                         sources.to(device)).cpu())
             x = torch.cat(outs)
         return x
+
+
+def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
+    """Wrap a (possibly read-only, memory-mapped) array without copying; it is only read."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.from_numpy(array)
 
 
 def build_model(config, in_dim: int, num_classes: int) -> BlockGNN:
