@@ -115,11 +115,14 @@ class QuantizationConfig:
     assign_every: int = 50               # epochs between adaptive re-assignments
     group_size: int = 100                # messages per assignment group
     lam: float = 0.5                     # time vs variance trade-off of the bi-objective
+    solver_time_limit_s: float = 30.0    # per-key MILP time limit (HiGHS); best point so far after
+    profile_points: int = 50             # message sizes timed per link for the alpha-beta model
 
 
 @dataclass
 class FullGraphConfig:
     overlap: bool = True                 # central nodes compute while marginal ones communicate
+    layer_norm: bool = True              # LayerNorm on hidden layers (AdaQP's models use it)
     quantization: QuantizationConfig = field(default_factory=QuantizationConfig)
 
 

@@ -1,0 +1,52 @@
+"""GCN and GraphSAGE whose layers aggregate over a partition with halo exchange.
+
+Each layer aggregates, then transforms (AdaQP order, ALGORITHMS.md 4.3.2), so the
+messages of layer l have that layer's input width:
+
+    GCN:  out = (A_hat H) W + b
+    SAGE: out = (mean_{u in N(v)} H_u) W_neigh + H_v W_root + b
+    hidden layers: ReLU(LayerNorm(out)) then dropout; the last layer gives logits.
+
+The model itself is an ordinary nn.Module; where the rows live is the business of
+`HaloAggregate`, so with one worker it is plain full-graph training.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .exchange import AggregationStep, HaloExchanger, halo_aggregate
+
+
+class FullGraphGNN(nn.Module):
+    def __init__(self, arch: str, in_dim: int, hidden: int, out_dim: int, layers: int,
+                 dropout: float = 0.5, layer_norm: bool = True):
+        super().__init__()
+        if arch not in ("gcn", "sage"):
+            raise ValueError(f"full-graph mode supports model.arch gcn or sage, got '{arch}'")
+        self.arch, self.dropout = arch, dropout
+        dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
+        self.neigh = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
+        self.root = nn.ModuleList(nn.Linear(a, b, bias=False)
+                                  for a, b in zip(dims[:-1], dims[1:])) if arch == "sage" else None
+        self.norms = nn.ModuleList(nn.LayerNorm(d) if layer_norm else nn.Identity()
+                                   for d in dims[1:-1])
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.neigh)
+
+    def forward(self, x: torch.Tensor, exchanger: HaloExchanger, quantized: bool) -> torch.Tensor:
+        """x: features of this worker's inner nodes [central | marginal]; returns their logits."""
+        h = x
+        for layer in range(self.num_layers):
+            step = AggregationStep(exchanger.plan, exchanger, layer, quantized)
+            aggregated = halo_aggregate(h, step)
+            out = self.neigh[layer](aggregated)
+            if self.root is not None:
+                out = out + self.root[layer](h)
+            if layer < self.num_layers - 1:
+                out = torch.relu(self.norms[layer](out))
+                out = nn.functional.dropout(out, self.dropout, self.training)
+            h = out
+        return h
