@@ -130,7 +130,6 @@ class GpuFusedSampler:
                                            self.adjacency.hot_indices.size else indices[:1])
         self._host_indices = (self._hot_indices if self.adjacency.all_on_device
                               else host_table(indices))
-        self._max_degree = int(np.diff(indptr).max()) if self.num_nodes else 0
 
         self.placement = self._place_features(features, row_of, budgets, hotness,
                                               placement, indptr)
