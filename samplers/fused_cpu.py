@@ -58,6 +58,11 @@ TARGETS_AHEAD = 4
 # Prefetch stride for whole rows: one request per 64-byte line of int32 ids (for int64
 # ids this requests every other line; the hardware prefetcher fills in on long rows).
 INDICES_PER_LINE = 16
+# Targets per work item of fill_hop: their pick positions stay in L1 between stages.
+FILL_BLOCK = 256
+# The parallel (sharded) relabel pays off from this many threads on; below it the
+# one-pass serial relabel is faster (see samplers/_node_map.py).
+SHARDED_RELABEL_MIN_THREADS = 4
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -78,55 +83,77 @@ def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_in
         block_indptr[i + 1] += block_indptr[i]
 
 
+@njit(inline="always", cache=True)
+def _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates):
+    """Floyd's sample of one target's neighbour positions, written at its offset.
+    For j = degree - take .. degree - 1 draw t in [0, j]; if t was already picked, pick
+    j (never picked before: all earlier picks are < j). The linear membership test is
+    O(take^2), cheaper than any set for GNN-sized fanouts."""
+    offset = block_indptr[target]
+    take = block_indptr[target + 1] - offset
+    degree = row_degree[target]
+    if take == degree:
+        return                                   # whole row, copied in order later
+    state = stream_state(batch_seed, hop, target)
+    for picked in range(take):
+        j = degree - take + picked
+        state, draw = uniform_below(state, j + 1)
+        position = np.int64(draw)
+        for q in range(picked):
+            if candidates[offset + q] == position:
+                position = j
+                break
+        candidates[offset + picked] = position
+
+
+@njit(inline="always", cache=True)
+def _prefetch_picks(target, indices, row_start, row_degree, block_indptr, candidates):
+    offset = block_indptr[target]
+    take = block_indptr[target + 1] - offset
+    start = row_start[target]
+    if take == row_degree[target]:
+        for k in range(0, take, INDICES_PER_LINE):
+            prefetch(indices, start + k)
+    else:
+        for q in range(take):
+            prefetch(indices, start + candidates[offset + q])
+
+
+@njit(inline="always", cache=True)
+def _positions_to_ids(target, indices, row_start, row_degree, block_indptr, candidates):
+    offset = block_indptr[target]
+    take = block_indptr[target + 1] - offset
+    start = row_start[target]
+    if take == row_degree[target]:
+        for k in range(take):
+            candidates[offset + k] = indices[start + k]
+    else:
+        for q in range(take):
+            candidates[offset + q] = indices[start + candidates[offset + q]]
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def fill_hop(indices, row_start, row_degree, block_indptr, num_targets, batch_seed, hop,
              candidates):
     """Pass 2 of a hop: write each target's picks (global ids) at its block offset.
 
-    First every target draws its pick positions (pure arithmetic, no graph access);
-    then a second loop turns positions into neighbour ids, prefetching the picks of a
-    target a few places ahead, which keeps many independent misses in flight."""
-    for i in prange(num_targets):
-        offset = block_indptr[i]
-        take = block_indptr[i + 1] - offset
-        degree = row_degree[i]
-        if take == degree:
-            continue
-        # Floyd: for j = degree - take .. degree - 1 draw t in [0, j]; if t was already
-        # picked, pick j (never picked before, as all earlier picks are < j). The linear
-        # membership test is O(take^2), cheaper than any set for GNN-sized fanouts.
-        state = stream_state(batch_seed, hop, i)
-        for picked in range(take):
-            j = degree - take + picked
-            state, draw = uniform_below(state, j + 1)
-            position = np.int64(draw)
-            for q in range(picked):
-                if candidates[offset + q] == position:
-                    position = j
-                    break
-            candidates[offset + picked] = position
-
-    for i in prange(num_targets):
-        ahead = i + TARGETS_AHEAD
-        if ahead < num_targets:
-            ahead_offset = block_indptr[ahead]
-            ahead_take = block_indptr[ahead + 1] - ahead_offset
-            ahead_start = row_start[ahead]
-            if ahead_take == row_degree[ahead]:
-                for k in range(0, ahead_take, INDICES_PER_LINE):
-                    prefetch(indices, ahead_start + k)
-            else:
-                for q in range(ahead_take):
-                    prefetch(indices, ahead_start + candidates[ahead_offset + q])
-        offset = block_indptr[i]
-        take = block_indptr[i + 1] - offset
-        start = row_start[i]
-        if take == row_degree[i]:
-            for k in range(take):
-                candidates[offset + k] = indices[start + k]
-        else:
-            for q in range(take):
-                candidates[offset + q] = indices[start + candidates[offset + q]]
+    Per block of targets: first draw every pick position (arithmetic only, no graph
+    access), then turn positions into neighbour ids while prefetching the picks of a
+    target TARGETS_AHEAD places on, which keeps many independent misses in flight."""
+    num_blocks = (num_targets + FILL_BLOCK - 1) // FILL_BLOCK
+    for block in prange(num_blocks):
+        first = block * FILL_BLOCK
+        end = min(first + FILL_BLOCK, num_targets)
+        for target in range(first, end):
+            _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates)
+        for target in range(first, min(first + TARGETS_AHEAD, end)):
+            _prefetch_picks(target, indices, row_start, row_degree, block_indptr, candidates)
+        for target in range(first, end):
+            if target + TARGETS_AHEAD < end:
+                _prefetch_picks(target + TARGETS_AHEAD, indices, row_start, row_degree,
+                                block_indptr, candidates)
+            _positions_to_ids(target, indices, row_start, row_degree, block_indptr,
+                              candidates)
 
 
 def _grown(array: np.ndarray | None, size: int, dtype, keep: int = 0) -> np.ndarray:
@@ -187,8 +214,10 @@ class FusedSampler:
             raise ValueError(f"FusedSampler: num_buffers must be >= 1, got {num_buffers}")
         self.num_buffers = int(num_buffers)
 
-        # One shard of the node map per thread (rounded up to a power of two).
-        self._node_map = NodeMap(1 << (self.num_threads - 1).bit_length())
+        # Sharded relabel: one shard per thread (rounded up to a power of two).
+        shards = (1 if self.num_threads < SHARDED_RELABEL_MIN_THREADS
+                  else 1 << (self.num_threads - 1).bit_length())
+        self._node_map = NodeMap(shards)
         self._n_id = self._row_start = self._row_degree = None
         self._candidates = self._codes = self._is_missing = None
         self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
@@ -266,7 +295,8 @@ class FusedSampler:
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
 
-            self._codes = _grown(self._codes, num_picks, np.int64)
+            if self._node_map.num_shards > 1:
+                self._codes = _grown(self._codes, num_picks, np.int64)
             self._n_id = _grown(self._n_id, num_known + num_picks, np.int64, keep=num_known)
             local_ids = np.empty(num_picks, dtype=np.int32)
             num_known += self._node_map.relabel_hop(self._candidates, num_picks, num_known,
