@@ -79,6 +79,13 @@ def _blocks(items: int, per_block: int) -> int:
     return max(1, -(-items // per_block))
 
 
+def _per_item(items: int) -> tuple:
+    """Launch configuration of a thread-per-item kernel. Small launches get a small block
+    (whole warps): no idle threads to schedule, which matters most in the simulator."""
+    threads = min(kernels.ELEMENTWISE_THREADS, 32 * _blocks(items, 32))
+    return _blocks(items, threads), threads
+
+
 class GpuFusedSampler:
     """Uniform multi-hop neighbour sampler + tiered feature gather, on one GPU.
 
@@ -264,7 +271,6 @@ class GpuFusedSampler:
         ws, ring = self._workspace, self._calls % self.num_buffers
         gather = self.placement is not None
         lanes, groups = self.lanes, self.groups_per_block
-        threads = kernels.ELEMENTWISE_THREADS
         num_known = seeds.size
         batch_seed = np.uint64(batch_seed & 0xFFFFFFFFFFFFFFFF)
 
@@ -277,7 +283,7 @@ class GpuFusedSampler:
             d_seeds[:num_known].copy_to_device(seeds)
         seed_slots = ws.get("seed_slots", num_known, np.int64)
         if num_known:
-            kernels.insert_seeds[_blocks(num_known, threads), threads](
+            kernels.insert_seeds[_per_item(num_known)](
                 d_seeds[:num_known], n_id, keys, np.int64(keys.size - 1), first_pick,
                 seed_slots)
             kernels.publish_seeds_and_gather[_blocks(num_known, groups), (lanes, groups)](
@@ -290,7 +296,7 @@ class GpuFusedSampler:
             counts = ws.get("counts", num_targets, np.int64)
             indptr_out = ws.get(f"block_indptr{ring}_{hop}", num_targets + 1, np.int64)
             if num_targets:
-                kernels.count_picks[_blocks(num_targets, threads), threads](
+                kernels.count_picks[_per_item(num_targets)](
                     n_id, num_targets, np.int64(fanout), self._indptr, counts)
             num_picks = self._exclusive_scan(counts, num_targets, indptr_out)
 
@@ -308,7 +314,7 @@ class GpuFusedSampler:
                     self._host_indices, indptr_out, batch_seed, np.uint64(hop), picks,
                     picked_nodes, picked_slots, keys, local_ids, first_pick,
                     np.int64(keys.size - 1))
-                kernels.mark_first_occurrences[_blocks(num_picks, threads), threads](
+                kernels.mark_first_occurrences[_per_item(num_picks)](
                     picked_slots, num_picks, local_ids, first_pick, is_new)
                 num_new = self._exclusive_scan(is_new, num_picks, new_rank)
                 n_id = ws.get(f"n_id{ring}", num_known + num_new, np.int64, keep=num_known)
@@ -320,7 +326,7 @@ class GpuFusedSampler:
                                           (lanes, groups)](
                     picked_nodes, picked_slots, new_rank, num_picks, num_known, local_ids,
                     n_id, self._location, self._tiers, x, is_missing, gather)
-                kernels.relabel_picks[_blocks(num_picks, threads), threads](
+                kernels.relabel_picks[_per_item(num_picks)](
                     picked_slots, num_picks, local_ids, indices_out)
             num_known += num_new
             hop_sizes.append(num_known)
@@ -353,15 +359,14 @@ class GpuFusedSampler:
     def _exclusive_scan(self, values, n: int, out) -> int:
         """out[0..n] = exclusive prefix sums of values[:n]; returns the total (one small
         device-to-host copy: the host sizes the next launches with it)."""
-        threads = kernels.ELEMENTWISE_THREADS
         chunk = max(1, -(-n // (4 * kernels.SCAN_THREADS)))
         num_chunks = -(-n // chunk)
         chunk_sums = self._workspace.get("scan_chunk_sums", num_chunks + 1, np.int64)
         if n:
-            kernels.scan_chunk_sums[_blocks(num_chunks, threads), threads](
+            kernels.scan_chunk_sums[_per_item(num_chunks)](
                 values, n, chunk, chunk_sums)
             kernels.scan_chunk_totals[1, kernels.SCAN_THREADS](chunk_sums, num_chunks)
-        kernels.scan_write[_blocks(num_chunks, threads), threads](
+        kernels.scan_write[_per_item(num_chunks)](
             values, n, chunk, chunk_sums, out)
         return int(out[n:n + 1].copy_to_host()[0])
 
@@ -372,8 +377,7 @@ class GpuFusedSampler:
             self._table_capacity = capacity
             self._table = tuple(cuda.device_array(capacity, dtype=np.int64) for _ in range(3))
         keys, local_ids, first_pick = self._table
-        kernels.clear_table[_blocks(capacity, kernels.ELEMENTWISE_THREADS),
-                            kernels.ELEMENTWISE_THREADS](keys, local_ids, first_pick)
+        kernels.clear_table[_per_item(capacity)](keys, local_ids, first_pick)
         return self._table
 
     def _table_for(self, num_entries: int):
@@ -383,8 +387,7 @@ class GpuFusedSampler:
         old_keys, old_local_ids, _ = self._table
         self._table_capacity = 0
         keys, local_ids, first_pick = self._fresh_table(int(num_entries / MAX_TABLE_LOAD) + 1)
-        threads = kernels.ELEMENTWISE_THREADS
-        kernels.rehash_table[_blocks(old_keys.size, threads), threads](
+        kernels.rehash_table[_per_item(old_keys.size)](
             old_keys, old_local_ids, keys, local_ids, np.int64(keys.size - 1))
         return self._table
 
