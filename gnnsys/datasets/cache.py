@@ -1,0 +1,39 @@
+"""Build-once, load-memory-mapped-afterwards caching of graphs under the data root.
+
+Several processes (a benchmark and its workers, parallel test runs) may ask for the same
+graph at once: an exclusive file lock beside the cache directory makes the first one build
+and save it (atomically, via `Graph.save`) while the others wait and then load the result.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+from pathlib import Path
+from typing import Callable
+
+from gnnsys.graph import Graph
+
+
+def is_cached(directory: Path) -> bool:
+    return (directory / "meta.json").is_file()
+
+
+def load_or_build(directory: Path, build: Callable[[], Graph], mmap: bool = True) -> Graph:
+    """Graph.load(directory) if it is there, else build(), save it there, and load it back."""
+    directory = Path(directory)
+    if is_cached(directory):
+        return Graph.load(directory, mmap=mmap)
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = directory.parent / f".{directory.name}.lock"
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not is_cached(directory):     # another process may have built it meanwhile
+                build().save(directory)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return Graph.load(directory, mmap=mmap)
+
+
+def read_cached_meta(directory: Path) -> dict:
+    return json.loads((Path(directory) / "meta.json").read_text())

@@ -1,0 +1,138 @@
+"""The dataset registry: reads `datasets.yaml`, lists its entries and dispatches loading.
+
+`load_dataset(name)` looks the name up, checks the entry, and hands it to the loader of its
+`source` (synthetic generator, offline bundle, Planetoid, OGB, JODIE). Loaders of the
+downloadable sources only check that the expected files are in place: nothing here ever
+touches the network, so a missing dataset fails at once with the files to put where.
+"""
+from __future__ import annotations
+
+import difflib
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from gnnsys.datasets.errors import DatasetError
+
+DATA_ENV = "GNNSYS_DATA"
+DEFAULT_DATA_ROOT = Path("~/.cache/gnnsys")
+REGISTRY_ENV = "GNNSYS_DATASETS_YAML"
+REGISTRY_FILE = Path(__file__).resolve().parents[2] / "datasets.yaml"
+
+SOURCES = ("synthetic", "bundle", "planetoid", "ogb", "jodie")
+TASKS = ("node_classification", "link_prediction")
+METRICS = ("accuracy", "roc_auc", "ap")
+# Fields each source's entries must carry besides source/task/metric.
+REQUIRED_FIELDS = {"synthetic": ("params",), "bundle": ("file",), "planetoid": ("pyg_name",),
+                   "ogb": ("ogb_name",), "jodie": ("pyg_name",)}
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    """One registry entry as `list_datasets` reports it."""
+
+    name: str
+    source: str
+    task: str
+    metric: str
+    description: str
+    available: bool      # loadable now, without a network (synthetic: always)
+    location: str        # where its files are or must go (synthetic: the cache directory)
+
+
+def data_root(root: str | os.PathLike | None = None) -> Path:
+    """The data directory: explicit root > $GNNSYS_DATA > ~/.cache/gnnsys (not created here)."""
+    chosen = root if root is not None else os.environ.get(DATA_ENV) or DEFAULT_DATA_ROOT
+    return Path(chosen).expanduser()
+
+
+def registry_path() -> Path:
+    return Path(os.environ.get(REGISTRY_ENV) or REGISTRY_FILE)
+
+
+def registry() -> dict:
+    """name -> entry of the registry file (validated; re-read when the file changes)."""
+    path = registry_path()
+    if not path.is_file():
+        raise DatasetError(f"dataset registry {path} not found; it is the top-level "
+                           f"datasets.yaml of the gnnsys checkout (or set ${REGISTRY_ENV})")
+    return _read_registry(str(path), path.stat().st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=4)
+def _read_registry(path: str, _mtime_ns: int) -> dict:
+    try:
+        entries = yaml.safe_load(Path(path).read_text()) or {}
+    except yaml.YAMLError as err:
+        raise DatasetError(f"dataset registry {path} is not valid YAML: {err}") from None
+    if not isinstance(entries, dict):
+        raise DatasetError(f"dataset registry {path}: the top level must map names to entries")
+    for name, entry in entries.items():
+        _check_entry(path, name, entry)
+    return entries
+
+
+def _check_entry(path: str, name: str, entry) -> None:
+    where = f"dataset registry {path}, entry '{name}'"
+    if not isinstance(entry, dict):
+        raise DatasetError(f"{where}: expected a mapping of fields")
+    for key, allowed in (("source", SOURCES), ("task", TASKS), ("metric", METRICS)):
+        if entry.get(key) not in allowed:
+            raise DatasetError(f"{where}: '{key}' is {entry.get(key)!r}; "
+                               f"allowed: {', '.join(allowed)}")
+    for key in REQUIRED_FIELDS[entry["source"]]:
+        if key not in entry:
+            raise DatasetError(f"{where}: source '{entry['source']}' needs the field '{key}'")
+
+
+def lookup(name: str) -> dict:
+    entries = registry()
+    if name not in entries:
+        close = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.5)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise DatasetError(f"unknown dataset '{name}'.{hint} Run `gnnsys datasets` to list "
+                           f"the registered datasets (they are defined in {registry_path()}).")
+    return entries[name]
+
+
+def _source_module(source: str):
+    # Imported on demand: the synthetic generator compiles numba kernels and the PyG/OGB
+    # loaders import torch; loading a bundle needs neither.
+    import importlib
+    module = {"synthetic": "synthetic_source", "bundle": "bundles",
+              "planetoid": "pyg_sources", "jodie": "pyg_sources", "ogb": "ogb_source"}[source]
+    return importlib.import_module(f"gnnsys.datasets.{module}")
+
+
+def load_dataset(name: str, root: str | os.PathLike | None = None, split: int = 0,
+                 params: dict | None = None):
+    """Load a registered dataset as a `Graph` (static) or `TemporalGraph` (temporal).
+
+    root: data directory (see `data_root`); split: which standard split of a multi-split
+    dataset (for datasets split at random, the seed offset of the split); params: overrides
+    of a synthetic generator's parameters. Raises DatasetError with the fix when it cannot.
+    """
+    entry = lookup(name)
+    if isinstance(split, bool) or not isinstance(split, int) or split < 0:
+        raise DatasetError(f"dataset '{name}': split must be a non-negative integer, "
+                           f"got {split!r}")
+    if params is not None and not isinstance(params, dict):
+        raise DatasetError(f"dataset '{name}': params must be a mapping, got {params!r}")
+    module = _source_module(entry["source"])
+    return module.load(name, entry, data_root(root), split=split, params=params or {})
+
+
+def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
+    """Every registry entry with whether it can be loaded now and where its files live."""
+    base = data_root(root)
+    infos = []
+    for name, entry in registry().items():
+        available, location = _source_module(entry["source"]).locate(name, entry, base)
+        infos.append(DatasetInfo(name=name, source=entry["source"], task=entry["task"],
+                                 metric=entry["metric"],
+                                 description=" ".join(str(entry.get("description", "")).split()),
+                                 available=available, location=str(location)))
+    return infos
