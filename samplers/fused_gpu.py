@@ -96,7 +96,8 @@ class GpuFusedSampler:
     budgets: TierBudgets for the feature tiers (filled hottest-first by `hotness`, [N],
         default in-degree); placement: a ready FeaturePlacement instead (its rows index
         `features`); neither: every local row on the device.
-    adjacency_device_bytes: device budget for `indices` (None = all of it on the device).
+    adjacency_device_bytes: device budget for `indices` (None = all of it on the device);
+        over budget, the lists of the hottest vertices (same `hotness`) are replicated.
     peer_devices: GPU ids holding the peer shards (None = allocate them on this GPU).
     lanes: threads per target / per copied row (32 = a warp); groups_per_block: targets
         per thread block.
@@ -128,7 +129,7 @@ class GpuFusedSampler:
                              f"must be >= 1")
         self.lanes, self.groups_per_block, self.num_buffers = lanes, groups_per_block, num_buffers
 
-        self.adjacency = place_adjacency(indptr, indices, adjacency_device_bytes)
+        self.adjacency = place_adjacency(indptr, indices, adjacency_device_bytes, hotness)
         check_device_memory(indptr.nbytes + self.adjacency.hot_start.nbytes
                             + self.adjacency.hot_indices.nbytes, "the graph structure")
         self._indptr = cuda.to_device(indptr)

@@ -314,7 +314,9 @@ def sample_hop(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
         picked_nodes[offset + i] = node_id
         slot = find_or_insert(keys, table_mask, node_id)
         picked_slots[offset + i] = slot
-        if local_ids[slot] == NO_LOCAL_ID:       # not known before this hop
+        # Claim the first occurrence of a node not known before this hop. The plain read
+        # skips the atomic for most repeats (hubs recur thousands of times per hop).
+        if local_ids[slot] == NO_LOCAL_ID and first_pick[slot] > offset + i:
             cuda.atomic.min(first_pick, slot, offset + i)
 
 

@@ -185,6 +185,9 @@ def place_adjacency(indptr: np.ndarray, indices: np.ndarray, device_bytes: int |
         return AdjacencyPlacement(hot_start=indptr[:-1].copy(), hot_indices=indices,
                                   all_on_device=True)
     degree = np.diff(indptr)
+    if hotness is not None and np.shape(hotness) != (num_nodes,):
+        raise ValueError(f"place_adjacency: hotness must have shape ({num_nodes},), "
+                         f"got {np.shape(hotness)}")
     order = hotness_order(degree if hotness is None else hotness)
     list_bytes = degree[order] * indices.itemsize
     fits = int(np.searchsorted(np.cumsum(list_bytes), device_bytes, side="right"))
