@@ -2,6 +2,8 @@
 
     gnnsys train --config run.yaml [--resume] [--set train.epochs=3 ...]
     gnnsys datasets [--root DIR]
+    gnnsys partition --config run.yaml [--force] [--verify]
+    gnnsys report RUN_DIR [--out DIR]
 """
 from __future__ import annotations
 
@@ -38,6 +40,26 @@ def _datasets(args) -> int:
     return 0
 
 
+def _partition(args) -> int:
+    from .store.parts import ensure_partitions, parts_dir
+    config = load_config(args.config, list(args.set or []))
+    parts = ensure_partitions(config, force=args.force, progress=True)
+    if args.verify:
+        parts.verify(checksums=True)
+    q = parts.manifest["quality"]
+    print(f"{parts_dir(config)}: {q['num_parts']} parts ({parts.manifest['method']}), "
+          f"edge cut {q['edge_cut']:,} ({q['edge_cut_fraction']:.1%}), balance: nodes "
+          f"{q['node_balance']}, training nodes {q['train_balance']}, edges {q['edge_balance']}")
+    return 0
+
+
+def _report(args) -> int:
+    from .report import make_report
+    for path in make_report(args.run_dir, args.out):
+        print(path)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gnnsys", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -54,6 +76,21 @@ def build_parser() -> argparse.ArgumentParser:
     datasets = sub.add_parser("datasets", help="list registered datasets and which are local")
     datasets.add_argument("--root", help="data directory (default $GNNSYS_DATA or ~/.cache/gnnsys)")
     datasets.set_defaults(func=_datasets)
+
+    part = sub.add_parser("partition", help="split a config's dataset into on-disk parts "
+                                            "(done automatically by a distributed train)")
+    part.add_argument("--config", "-c", required=True, help="path to the run's YAML config")
+    part.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
+                      help="override a config value, e.g. --set partition.method=stream")
+    part.add_argument("--force", action="store_true", help="rebuild even if the parts exist")
+    part.add_argument("--verify", action="store_true",
+                      help="also check every file's sha256 against the manifest")
+    part.set_defaults(func=_partition)
+
+    report = sub.add_parser("report", help="draw PNG charts of a run's metrics")
+    report.add_argument("run_dir", help="the run directory (run.dir of its config)")
+    report.add_argument("--out", help="where to write the PNGs (default: the run directory)")
+    report.set_defaults(func=_report)
     return parser
 
 

@@ -76,6 +76,7 @@ class ClusterConfig:
     gpus_per_worker: float = 0.0
     backend: str = "auto"                # auto | gloo | nccl
     timeout_s: float = 300.0             # collective / actor timeout before a clear error
+    start_timeout_s: float = 180.0       # how long starting the workers may take
     max_failures: int = 1                # worker deaths to recover from (restart from checkpoint)
     fail_at: str | None = None           # fault-test hook "RANK:EPOCH": that worker exits
                                          # mid-epoch (0-based) on the first attempt only

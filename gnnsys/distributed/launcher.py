@@ -112,6 +112,18 @@ class _Worker:
         return fn(ctx, config, *args)
 
 
+def _is_collective_failure(err: BaseException) -> bool:
+    """A torch.distributed error (peer gone, connection reset, collective timeout)."""
+    import torch.distributed as dist
+    dist_error = getattr(dist, "DistError", ())
+    return isinstance(err, dist_error) or "timed out" in str(err).lower()
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+
+
 def _node_ip() -> str:
     try:
         import ray
@@ -172,9 +184,9 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
         max_restarts=0)
     actors = [remote.remote(rank, world, threads) for rank in range(world)]
     try:
-        master = ray.get(actors[0].address.remote(), timeout=config.cluster.timeout_s)
-        ray.get([a.setup.remote(master, config) for a in actors],
-                timeout=config.cluster.timeout_s)
+        start = config.cluster.start_timeout_s
+        master = ray.get(actors[0].address.remote(), timeout=start)
+        ray.get([a.setup.remote(master, config) for a in actors], timeout=start)
         refs = [a.run.remote(fn, config, attempt, args) for a in actors]
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending, results = list(refs), {}
@@ -189,11 +201,16 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
                 cause = err.cause if hasattr(err, "cause") else err
                 if isinstance(cause, (KeyboardInterrupt, SystemExit)):
                     raise WorkerFailure(f"worker {rank_of[ref]} was stopped") from None
+                if _is_collective_failure(cause):
+                    raise WorkerFailure(
+                        f"worker {rank_of[ref]}: a collective failed ({_first_line(cause)}); "
+                        f"a peer died or is stuck (collectives give up after "
+                        f"cluster.timeout_s={config.cluster.timeout_s}s)") from None
                 raise cause from None
         return [results[r] for r in range(world)]
     except ray.exceptions.GetTimeoutError:
-        raise WorkerFailure(f"workers did not start within cluster.timeout_s="
-                            f"{config.cluster.timeout_s}s; is the Ray cluster big enough for "
+        raise WorkerFailure(f"workers did not start within cluster.start_timeout_s="
+                            f"{config.cluster.start_timeout_s}s; is the Ray cluster big enough for "
                             f"{world} x {config.cluster.cpus_per_worker} CPUs?") from None
     finally:
         for a in actors:

@@ -23,6 +23,10 @@ from ..runlog import RunDir, progress
 
 
 def fit(config) -> dict:
+    if config.cluster.workers > 1:
+        # Partitioned features + VIP cache + remote fetch (SALIENT++): gnnsys.distributed.
+        from ..distributed.minibatch import fit_distributed
+        return fit_distributed(config)
     return launch(train_worker, config)[0]
 
 

@@ -7,7 +7,6 @@ mismatch or corruption is an error naming the directory, never a silent rebuild.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from partition.build import build_partitions
@@ -18,17 +17,13 @@ def num_parts(config) -> int:
     return config.partition.num_parts or config.cluster.workers
 
 
-def data_root(config) -> Path:
-    root = config.dataset.root or os.environ.get("GNNSYS_DATA") or "~/.cache/gnnsys"
-    return Path(root).expanduser()
-
-
 def parts_dir(config) -> Path:
     if config.partition.dir:
         return Path(config.partition.dir).expanduser()
     d = config.dataset
+    from ..datasets import data_root
     name = f"{d.name}-s{d.split}-{config.partition.method}-{num_parts(config)}"
-    return data_root(config) / "parts" / name
+    return data_root(d.root) / "parts" / name
 
 
 def expected_manifest(config) -> dict:
