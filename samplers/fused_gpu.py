@@ -1,4 +1,4 @@
-"""GPU fused sampler (HyDRA-like): multi-hop sampling, relabelling and tiered feature gather on the GPU.
+"""GPU fused sampler (HyDRA-like): sampling, relabelling and tiered feature gather on the GPU.
 
 `GpuFusedSampler` has the CPU `FusedSampler`'s call shape and returns the same batch:
 same random streams, same Floyd draws, same discovery order, same repeated-seed rule,
@@ -36,6 +36,7 @@ import warnings
 
 import numpy as np
 from numba import cuda
+from numba.core.errors import NumbaPerformanceWarning
 
 from samplers import gpu_kernels as kernels
 from samplers.gpu_memory import (DeviceWorkspace, build_tier_tables, check_device_memory,
@@ -257,6 +258,9 @@ class GpuFusedSampler:
         started = time.perf_counter()
         try:
             with warnings.catch_warnings():
+                # Small launches (the one-block scan, tiny batches) are by design; numba
+                # would warn about GPU under-utilisation on every one of them.
+                warnings.simplefilter("ignore", NumbaPerformanceWarning)
                 if kernels.IN_SIMULATOR:
                     # The simulator runs the uint64 hash arithmetic on numpy scalars, which
                     # warn on the (intended, modulo 2**64) wrap-around.

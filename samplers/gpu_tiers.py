@@ -93,7 +93,8 @@ class FeaturePlacement:
 
     def report(self) -> str:
         """One line per tier: rows and MiB; then the nodes left to the remote store."""
-        lines = [f"{tier_name(t):>7}: {rows.size:>12,} rows {rows.size * self.row_bytes / 2**20:>10.1f} MiB"
+        lines = [f"{tier_name(t):>7}: {rows.size:>12,} rows "
+                 f"{rows.size * self.row_bytes / 2**20:>10.1f} MiB"
                  for t, rows in enumerate(self.tier_rows)]
         lines.append(f"{'miss':>7}: {self.num_misses:>12,} nodes (fetched remotely)")
         return "\n".join(lines)

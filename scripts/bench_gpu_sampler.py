@@ -1,4 +1,4 @@
-"""Benchmark the GPU fused sample+gather kernel (HyDRA-like) against the unfused way, the CPU kernel and the device's copy bandwidth.
+"""Benchmark the GPU fused sample+gather kernel against unfused, CPU and the copy bandwidth.
 
 Per batch, on the same seeds, methods interleaved so machine noise hits all alike:
   a. fused:        GpuFusedSampler.sample(on_device=True): graph and features on the GPU;
