@@ -1,8 +1,13 @@
 """Feature-row gather of the fused sampler: rows of n_id copied straight into its buffer.
 
-Parallel over output rows; each row is a short contiguous copy that LLVM vectorises.
-float16 tables are passed in as uint16 views (the kernel only moves bits), so one
-compiled kernel per element width serves every dtype. Numba only.
+Each row is a short contiguous copy that LLVM vectorises; rows a few places ahead are
+prefetched line by line, since every row is a random DRAM access. float16 tables are
+passed in as uint16 views (the kernel only moves bits), so one compiled kernel per
+element width serves every dtype. Numba only.
+
+`row_of` maps global id -> table row (-1: no local copy; that row is zeroed, because the
+buffer is reused and would otherwise hold stale data, and flagged in `is_missing`). An
+empty `row_of` means row = global id.
 """
 from __future__ import annotations
 
@@ -11,9 +16,13 @@ from numba import njit, prange
 
 from samplers._prefetch import prefetch, prefetch2d
 
-# Rows requested ahead of the copy: enough to cover DRAM latency at a row per ~10 ns.
+# Rows requested ahead of the copy: enough to cover DRAM latency at a row per ~60 ns.
 ROWS_AHEAD = 8
 CACHE_LINE_BYTES = 64
+# Rows per work item of the parallel gather.
+GATHER_BLOCK = 512
+NO_ROW_MAP = np.empty(0, dtype=np.int64)
+NO_MISSING_FLAGS = np.empty(0, dtype=np.uint8)
 
 
 def as_copyable(array: np.ndarray) -> np.ndarray:
@@ -24,8 +33,20 @@ def as_copyable(array: np.ndarray) -> np.ndarray:
 
 
 @njit(inline="always", cache=True)
-def _prefetch_row(features, row):
-    """Request every cache line of one row (rows need not start on a line)."""
+def _table_row(row_of, node):
+    return node if row_of.size == 0 else row_of[node]
+
+
+@njit(inline="always", cache=True)
+def _prefetch_row(features, row_of, n_id, i):
+    """Request every cache line of the table row of n_id[i] (rows need not start on a
+    line). Through row_of, also request row_of's entry for a row further on."""
+    if row_of.size:
+        if i + ROWS_AHEAD < n_id.size:
+            prefetch(row_of, n_id[i + ROWS_AHEAD])
+    row = _table_row(row_of, n_id[i])
+    if row < 0:
+        return
     width = features.shape[1]
     step = max(CACHE_LINE_BYTES // features.itemsize, 1)
     for k in range(0, width, step):
@@ -33,41 +54,37 @@ def _prefetch_row(features, row):
     prefetch2d(features, row, width - 1)
 
 
-@njit(parallel=True, nogil=True, cache=True)
-def gather_rows(features, n_id, num_rows, out):
-    """out[i] = features[n_id[i]] for i < num_rows (row = global id)."""
+@njit(inline="always", cache=True)
+def _copy_rows(features, row_of, n_id, begin, end, out, is_missing):
     width = features.shape[1]
-    for i in prange(num_rows):
-        if i + ROWS_AHEAD < num_rows:
-            _prefetch_row(features, n_id[i + ROWS_AHEAD])
-        row = n_id[i]
+    for i in range(begin, min(begin + ROWS_AHEAD, end)):
+        _prefetch_row(features, row_of, n_id, i)
+    for i in range(begin, end):
+        if i + ROWS_AHEAD < end:
+            _prefetch_row(features, row_of, n_id, i + ROWS_AHEAD)
+        row = _table_row(row_of, n_id[i])
+        if row < 0:
+            is_missing[i] = 1
+            for k in range(width):
+                out[i, k] = 0
+            continue
+        if row_of.size:
+            is_missing[i] = 0
         for k in range(width):
             out[i, k] = features[row, k]
 
 
+@njit(nogil=True, cache=True)
+def gather_rows_serial(features, row_of, n_id, begin, end, out, is_missing):
+    """out[i] = features[row of n_id[i]] for begin <= i < end, on the calling thread."""
+    _copy_rows(features, row_of, n_id, begin, end, out, is_missing)
+
+
 @njit(parallel=True, nogil=True, cache=True)
-def gather_rows_mapped(features, row_of, n_id, num_rows, out, is_missing):
-    """Like gather_rows through row_of (global id -> table row, -1 = not held here):
-    missing rows are zeroed (the buffer is reused, so they would hold stale data) and
-    flagged in is_missing[i]. Returns the number of missing rows."""
-    width = features.shape[1]
-    num_missing = 0
-    for i in prange(num_rows):
-        # row_of is itself a random read: fetch it twice as far ahead as the row.
-        if i + 2 * ROWS_AHEAD < num_rows:
-            prefetch(row_of, n_id[i + 2 * ROWS_AHEAD])
-        if i + ROWS_AHEAD < num_rows:
-            ahead = row_of[n_id[i + ROWS_AHEAD]]
-            if ahead >= 0:
-                _prefetch_row(features, ahead)
-        row = row_of[n_id[i]]
-        if row < 0:
-            is_missing[i] = 1
-            num_missing += 1
-            for k in range(width):
-                out[i, k] = 0
-        else:
-            is_missing[i] = 0
-            for k in range(width):
-                out[i, k] = features[row, k]
-    return num_missing
+def gather_rows(features, row_of, n_id, begin, end, out, is_missing):
+    """Same as gather_rows_serial, blocks of rows spread over threads."""
+    num_blocks = (end - begin + GATHER_BLOCK - 1) // GATHER_BLOCK
+    for block in prange(num_blocks):
+        first = begin + block * GATHER_BLOCK
+        _copy_rows(features, row_of, n_id, first, min(first + GATHER_BLOCK, end), out,
+                   is_missing)

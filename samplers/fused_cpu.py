@@ -37,6 +37,14 @@ Semantics (see samplers/types.py for the layout):
   and the blocks are fresh arrays owned by the caller.
 - One sampler instance serves one thread at a time (its workspaces are shared); use
   one instance per loader thread. The kernels release the GIL.
+
+How a call runs (phases timed in `last_timings`, seconds):
+  per hop: sample (count picks, prefix-sum, fill picks: parallel over targets), then
+  relabel (hash map lookups in discovery order, samplers/_node_map.py); finally gather
+  (parallel over rows). Below SHARDED_RELABEL_MIN_THREADS threads the relabel is one
+  serial pass, so the other thread gathers, meanwhile, the rows of every node known
+  before the hop (`overlap_gather`; `gather_overlapped` counts them). That keeps both
+  cores busy during the serial part and takes a quarter of the rows off the final gather.
 """
 from __future__ import annotations
 
@@ -46,114 +54,36 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from samplers._gather import as_copyable, gather_rows, gather_rows_mapped
-from samplers._node_map import MAX_GLOBAL_ID, NodeMap
-from samplers._prefetch import prefetch
-from samplers._rng import seed_to_u64, stream_state, uniform_below
+from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_copyable, gather_rows,
+                              gather_rows_serial)
+from samplers._hop_sampling import count_hop, fill_hop
+from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
+from samplers._rng import seed_to_u64
 from samplers.types import SampledSubgraph
 
 ALL_NEIGHBOURS = -1
-# Targets whose CSR rows are requested ahead of use (DRAM latency / work per target).
-TARGETS_AHEAD = 4
-# Prefetch stride for whole rows: one request per 64-byte line of int32 ids (for int64
-# ids this requests every other line; the hardware prefetcher fills in on long rows).
-INDICES_PER_LINE = 16
-# Targets per work item of fill_hop: their pick positions stay in L1 between stages.
-FILL_BLOCK = 256
 # The parallel (sharded) relabel pays off from this many threads on; below it the
 # one-pass serial relabel is faster (see samplers/_node_map.py).
-SHARDED_RELABEL_MIN_THREADS = 4
+SHARDED_RELABEL_MIN_THREADS = 8
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_indptr):
-    """Pass 1 of a hop: per-target pick counts, prefix-summed into block_indptr.
-    Also keeps each target's CSR start and degree so pass 2 need not touch indptr."""
-    for i in prange(num_targets):
-        if i + TARGETS_AHEAD < num_targets:
-            prefetch(indptr, n_id[i + TARGETS_AHEAD])
-        node = n_id[i]
-        start = indptr[node]
-        degree = indptr[node + 1] - start
-        row_start[i] = start
-        row_degree[i] = degree
-        block_indptr[i + 1] = degree if (fanout < 0 or degree <= fanout) else fanout
-    block_indptr[0] = 0
-    for i in range(num_targets):
-        block_indptr[i + 1] += block_indptr[i]
-
-
-@njit(inline="always", cache=True)
-def _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates):
-    """Floyd's sample of one target's neighbour positions, written at its offset.
-    For j = degree - take .. degree - 1 draw t in [0, j]; if t was already picked, pick
-    j (never picked before: all earlier picks are < j). The linear membership test is
-    O(take^2), cheaper than any set for GNN-sized fanouts."""
-    offset = block_indptr[target]
-    take = block_indptr[target + 1] - offset
-    degree = row_degree[target]
-    if take == degree:
-        return                                   # whole row, copied in order later
-    state = stream_state(batch_seed, hop, target)
-    for picked in range(take):
-        j = degree - take + picked
-        state, draw = uniform_below(state, j + 1)
-        position = np.int64(draw)
-        for q in range(picked):
-            if candidates[offset + q] == position:
-                position = j
-                break
-        candidates[offset + picked] = position
-
-
-@njit(inline="always", cache=True)
-def _prefetch_picks(target, indices, row_start, row_degree, block_indptr, candidates):
-    offset = block_indptr[target]
-    take = block_indptr[target + 1] - offset
-    start = row_start[target]
-    if take == row_degree[target]:
-        for k in range(0, take, INDICES_PER_LINE):
-            prefetch(indices, start + k)
-    else:
-        for q in range(take):
-            prefetch(indices, start + candidates[offset + q])
-
-
-@njit(inline="always", cache=True)
-def _positions_to_ids(target, indices, row_start, row_degree, block_indptr, candidates):
-    offset = block_indptr[target]
-    take = block_indptr[target + 1] - offset
-    start = row_start[target]
-    if take == row_degree[target]:
-        for k in range(take):
-            candidates[offset + k] = indices[start + k]
-    else:
-        for q in range(take):
-            candidates[offset + q] = indices[start + candidates[offset + q]]
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def fill_hop(indices, row_start, row_degree, block_indptr, num_targets, batch_seed, hop,
-             candidates):
-    """Pass 2 of a hop: write each target's picks (global ids) at its block offset.
-
-    Per block of targets: first draw every pick position (arithmetic only, no graph
-    access), then turn positions into neighbour ids while prefetching the picks of a
-    target TARGETS_AHEAD places on, which keeps many independent misses in flight."""
-    num_blocks = (num_targets + FILL_BLOCK - 1) // FILL_BLOCK
-    for block in prange(num_blocks):
-        first = block * FILL_BLOCK
-        end = min(first + FILL_BLOCK, num_targets)
-        for target in range(first, end):
-            _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates)
-        for target in range(first, min(first + TARGETS_AHEAD, end)):
-            _prefetch_picks(target, indices, row_start, row_degree, block_indptr, candidates)
-        for target in range(first, end):
-            if target + TARGETS_AHEAD < end:
-                _prefetch_picks(target + TARGETS_AHEAD, indices, row_start, row_degree,
-                                block_indptr, candidates)
-            _positions_to_ids(target, indices, row_start, row_degree, block_indptr,
-                              candidates)
+def relabel_beside_gather(table, tag, hash_shift, shard_bits, shard_fill, fill_limit,
+                          candidates, begin, num_candidates, next_id, n_id, local_ids,
+                          features, row_of, gather_begin, gather_end, out, is_missing):
+    """Two tasks on two threads: the serial relabel of a hop, and the gather of rows
+    [gather_begin, gather_end) of n_id (all known before the hop, so untouched by the
+    relabel, which only appends). Returns relabel_hop_serial's (done, next_id)."""
+    progress = np.zeros(2, dtype=np.int64)
+    for task in prange(2):
+        if task == 0:
+            progress[0], progress[1] = relabel_hop_serial(
+                table, tag, hash_shift, shard_bits, shard_fill, fill_limit, candidates,
+                begin, num_candidates, next_id, n_id, local_ids)
+        else:
+            gather_rows_serial(features, row_of, n_id, gather_begin, gather_end, out,
+                               is_missing)
+    return progress[0], progress[1]
 
 
 def _grown(array: np.ndarray | None, size: int, dtype, keep: int = 0) -> np.ndarray:
@@ -178,11 +108,14 @@ class FusedSampler:
     copy (row left zero, position reported in `missing`).
     num_threads: numba threads for the kernels (default numba.get_num_threads()).
     num_buffers: size of the ring of reusable feature buffers (see module docstring).
+    overlap_gather: gather known rows beside the serial relabel (see module docstring);
+    off only to time the phases one after another.
     After each call, `last_timings` holds seconds spent per phase.
     """
 
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
-                 num_threads: int | None = None, num_buffers: int = 4):
+                 num_threads: int | None = None, num_buffers: int = 4,
+                 overlap_gather: bool = True):
         self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
         self.indices = np.asarray(indices)
         if self.indptr.ndim != 1 or self.indptr.size < 1:
@@ -204,6 +137,7 @@ class FusedSampler:
                              f">= 0 or -1 (all neighbours), got {list(fanouts)}")
         self.features, self.row_of = self._check_features(features, row_of)
         self._feature_bits = None if self.features is None else as_copyable(self.features)
+        self._row_map = NO_ROW_MAP if self.row_of is None else self.row_of
 
         max_threads = numba.config.NUMBA_NUM_THREADS
         self.num_threads = int(num_threads or numba.get_num_threads())
@@ -213,13 +147,15 @@ class FusedSampler:
         if num_buffers < 1:
             raise ValueError(f"FusedSampler: num_buffers must be >= 1, got {num_buffers}")
         self.num_buffers = int(num_buffers)
+        self.overlap_gather = bool(overlap_gather)
 
         # Sharded relabel: one shard per thread (rounded up to a power of two).
         shards = (1 if self.num_threads < SHARDED_RELABEL_MIN_THREADS
                   else 1 << (self.num_threads - 1).bit_length())
         self._node_map = NodeMap(shards)
         self._n_id = self._row_start = self._row_degree = None
-        self._candidates = self._codes = self._is_missing = None
+        self._candidates = self._codes = None
+        self._is_missing = NO_MISSING_FLAGS
         self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
         self._calls = 0
         self.last_timings: dict[str, float] = {}
@@ -278,6 +214,7 @@ class FusedSampler:
         self._n_id = _grown(self._n_id, num_known, np.int64)
         self._node_map.start_batch(num_known)
         self._node_map.insert_seeds(seeds, self._n_id)
+        gathered = 0            # rows n_id[:gathered] are already in this call's buffer
         hop_sizes, block_indptrs, block_indices = [num_known], [], []
 
         for hop, fanout in enumerate(self.fanouts):
@@ -295,19 +232,18 @@ class FusedSampler:
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
 
-            if self._node_map.num_shards > 1:
-                self._codes = _grown(self._codes, num_picks, np.int64)
             self._n_id = _grown(self._n_id, num_known + num_picks, np.int64, keep=num_known)
             local_ids = np.empty(num_picks, dtype=np.int32)
-            num_known += self._node_map.relabel_hop(self._candidates, num_picks, num_known,
-                                                    self._n_id, local_ids, self._codes)
+            num_new, gathered = self._relabel(num_picks, num_known, local_ids, gathered)
+            num_known += num_new
             spent["relabel"] += clock() - relabel_start
             hop_sizes.append(num_known)
             block_indptrs.append(block_indptr)
             block_indices.append(local_ids)
 
         gather_start = clock()
-        x, missing = self._gather(num_known)
+        spent["gather_overlapped"] = gathered       # rows, not seconds
+        x, missing = self._finish_gather(gathered, num_known)
         n_id = self._n_id[:num_known].copy()
         finished = clock()
         spent["gather"] = finished - gather_start
@@ -316,32 +252,62 @@ class FusedSampler:
         return SampledSubgraph(n_id=n_id, hop_sizes=hop_sizes, block_indptr=block_indptrs,
                                block_indices=block_indices, x=x, missing=missing)
 
+    def _relabel(self, num_picks: int, num_known: int, local_ids: np.ndarray, gathered: int):
+        """Relabel this hop's picks; returns (new nodes, rows of x gathered so far)."""
+        node_map = self._node_map
+        if node_map.num_shards > 1:
+            self._codes = _grown(self._codes, num_picks, np.int64)
+            return node_map.relabel_hop(self._candidates, num_picks, num_known, self._n_id,
+                                        local_ids, self._codes), gathered
+        done, next_id = 0, num_known
+        while True:
+            common = (node_map.table, node_map.tag, node_map.hash_shift, node_map.shard_bits,
+                      node_map.shard_fill, node_map.fill_limit, self._candidates, done,
+                      num_picks, next_id, self._n_id, local_ids)
+            if self.features is not None and self.overlap_gather and gathered < num_known:
+                x = self._ring_buffer(num_known, keep=gathered)
+                self._is_missing = self._missing_flags(num_known)
+                done, next_id = relabel_beside_gather(
+                    *common, self._feature_bits, self._row_map, gathered, num_known,
+                    as_copyable(x), self._is_missing)
+                gathered = num_known
+            else:
+                done, next_id = relabel_hop_serial(*common)
+            if done == num_picks:
+                return int(next_id - num_known), gathered
+            node_map.grow()               # a shard got too full: grow, then carry on
+
     # ------------------------------------------------------------------ features
-    def _gather(self, num_rows: int):
+    def _missing_flags(self, num_rows: int) -> np.ndarray:
+        if self.row_of is None:
+            return NO_MISSING_FLAGS
+        return _grown(self._is_missing, num_rows, np.uint8, keep=self._is_missing.size)
+
+    def _finish_gather(self, gathered: int, num_rows: int):
+        """Gather rows [gathered, num_rows) in parallel; returns (x, missing)."""
         no_missing = np.empty(0, dtype=np.int64)
         if self.features is None:
             return None, no_missing
-        x = self._ring_buffer(num_rows)
-        out_bits = as_copyable(x)
+        x = self._ring_buffer(num_rows, keep=gathered)
+        self._is_missing = self._missing_flags(num_rows)
+        gather_rows(self._feature_bits, self._row_map, self._n_id, gathered, num_rows,
+                    as_copyable(x), self._is_missing)
         if self.row_of is None:
-            gather_rows(self._feature_bits, self._n_id, num_rows, out_bits)
-            return x, no_missing
-        self._is_missing = _grown(self._is_missing, num_rows, np.uint8)
-        num_missing = gather_rows_mapped(self._feature_bits, self.row_of, self._n_id,
-                                         num_rows, out_bits, self._is_missing)
-        if num_missing == 0:
             return x, no_missing
         return x, np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64)
 
-    def _ring_buffer(self, num_rows: int) -> np.ndarray:
-        """View [:num_rows] of this call's buffer, grown geometrically when too small.
-        New buffers are written once up front so page faults stay out of later batches."""
+    def _ring_buffer(self, num_rows: int, keep: int = 0) -> np.ndarray:
+        """View [:num_rows] of this call's buffer, grown geometrically when too small
+        (first `keep` rows carried over). New buffers are written once up front so
+        their page faults stay out of later batches."""
         slot = self._calls % self.num_buffers
         buffer = self._x_ring[slot]
         if buffer is None or buffer.shape[0] < num_rows:
             old_rows = 0 if buffer is None else buffer.shape[0]
             rows = max(num_rows + num_rows // 4, 2 * old_rows, 16)
-            buffer = np.empty((rows, self.features.shape[1]), dtype=self.features.dtype)
-            buffer.fill(0)
-            self._x_ring[slot] = buffer
+            bigger = np.empty((rows, self.features.shape[1]), dtype=self.features.dtype)
+            bigger.fill(0)
+            if keep:
+                bigger[:keep] = buffer[:keep]
+            self._x_ring[slot] = buffer = bigger
         return buffer[:num_rows]

@@ -135,8 +135,9 @@ def test_full_expansion_when_fanouts_cover_every_degree():
 
 
 # ----------------------------------------------------------------------------- features
+@pytest.mark.parametrize("overlap_gather", [True, False])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_feature_rows_exact(dtype, tmp_path):
+def test_feature_rows_exact(dtype, overlap_gather, tmp_path):
     indptr, indices = random_graph(500, 8, seed=8)
     features = features_for(500, width=33, dtype=dtype)        # odd width: ragged tails
     on_disk = np.lib.format.open_memmap(tmp_path / "x.npy", mode="w+", dtype=dtype,
@@ -146,7 +147,11 @@ def test_feature_rows_exact(dtype, tmp_path):
     mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
     seeds = np.arange(0, 500, 9)
     for table in (features, mapped):
-        sub = FusedSampler(indptr, indices, [6, 4], features=table).sample(seeds, seed=4)
+        sampler = FusedSampler(indptr, indices, [6, 4], features=table,
+                               overlap_gather=overlap_gather)
+        sub = sampler.sample(seeds, seed=4)
+        assert sampler.last_timings["gather_overlapped"] == (
+            sub.hop_sizes[1] if overlap_gather else 0)
         assert sub.x.dtype == dtype and sub.x.shape == (sub.n_id.size, 33)
         np.testing.assert_array_equal(sub.x, features[sub.n_id])
         assert sub.missing.size == 0
@@ -197,8 +202,8 @@ def test_deterministic_and_independent_of_thread_count():
     features = features_for(2000, width=8)
     seeds = np.random.default_rng(1).choice(2000, size=200, replace=False)
     runs = [FusedSampler(indptr, indices, [10, 5, 3], features=features,
-                         num_threads=threads).sample(seeds, seed=2024)
-            for threads in (1, 2, 2, 1)]
+                         num_threads=threads, overlap_gather=overlap).sample(seeds, seed=2024)
+            for threads, overlap in ((1, True), (2, True), (2, False), (1, False))]
     for other in runs[1:]:
         np.testing.assert_array_equal(other.n_id, runs[0].n_id)
         for hop in range(3):
