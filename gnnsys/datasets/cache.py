@@ -7,7 +7,6 @@ and save it (atomically, via `Graph.save`) while the others wait and then load t
 from __future__ import annotations
 
 import fcntl
-import json
 from pathlib import Path
 from typing import Callable
 
@@ -34,6 +33,3 @@ def load_or_build(directory: Path, build: Callable[[], Graph], mmap: bool = True
             fcntl.flock(lock, fcntl.LOCK_UN)
     return Graph.load(directory, mmap=mmap)
 
-
-def read_cached_meta(directory: Path) -> dict:
-    return json.loads((Path(directory) / "meta.json").read_text())

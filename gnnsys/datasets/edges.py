@@ -60,7 +60,7 @@ def _sort_unique_rows(indptr, cols):
 
 
 @numba.njit(cache=True)
-def _mirror_counts_and_lower_half(upper_indptr, upper_cols, num_nodes, out_dtype_probe):
+def _mirror_counts_and_lower_half(upper_indptr, upper_cols, num_nodes, indices):
     """First half of the symmetric CSR: every row gets its smaller neighbours, ascending.
 
     Visiting rows a = 0, 1, 2, ... in order and appending `a` to row b for each upper edge
@@ -72,14 +72,13 @@ def _mirror_counts_and_lower_half(upper_indptr, upper_cols, num_nodes, out_dtype
         for k in range(upper_indptr[a], upper_indptr[a + 1]):
             degree[upper_cols[k] + 1] += 1
     indptr = np.cumsum(degree)
-    indices = np.empty(indptr[-1], out_dtype_probe.dtype)
     fill = indptr[:-1].copy()
     for a in range(num_nodes):
         for k in range(upper_indptr[a], upper_indptr[a + 1]):
             b = upper_cols[k]
             indices[fill[b]] = a
             fill[b] += 1
-    return indptr, indices, fill
+    return indptr, fill
 
 
 @numba.njit(parallel=True, cache=True)
@@ -105,9 +104,8 @@ def unique_undirected(u: np.ndarray, v: np.ndarray, num_nodes: int):
 
 def upper_to_symmetric_csr(upper_indptr: np.ndarray, upper_cols: np.ndarray, num_nodes: int):
     """Symmetric CSR (both directions of every edge, rows sorted) from an upper triangle."""
-    probe = np.empty(0, index_dtype(num_nodes))
-    indptr, indices, fill = _mirror_counts_and_lower_half(upper_indptr, upper_cols,
-                                                          num_nodes, probe)
+    indices = np.empty(2 * upper_cols.size, index_dtype(num_nodes))
+    indptr, fill = _mirror_counts_and_lower_half(upper_indptr, upper_cols, num_nodes, indices)
     _append_upper_half(upper_indptr, upper_cols, indices, fill)
     return indptr, indices
 

@@ -12,6 +12,7 @@ import contextlib
 import csv
 import importlib.util
 import os
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -90,6 +91,9 @@ def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None
 def _build(name: str, entry: dict, root: Path) -> Graph:
     from ogb.nodeproppred import NodePropPredDataset
 
+    # The official zips ship an empty processed/ folder and ogb writes its parse there
+    # without creating it; hand-assembled directories often lack it.
+    (dataset_dir(entry, root) / "processed").mkdir(exist_ok=True)
     # ogb caches its own parse with torch.save of numpy arrays; torch >= 2.6 refuses to
     # torch.load that by default (weights_only). The file is ogb's own, written locally.
     with _allow_full_torch_load():
@@ -135,7 +139,9 @@ def _allow_full_torch_load():
     previous = os.environ.get(key)
     os.environ[key] = "1"
     try:
-        yield
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
+            yield
     finally:
         if previous is None:
             os.environ.pop(key, None)

@@ -26,19 +26,19 @@ def to_dgl(graph: Graph):
     dgl = _import_dgl()
     import torch
 
-    from gnnsys.interop.pyg import _tensor
+    from gnnsys.interop.pyg import tensor_from_numpy
 
     src, dst = graph.edge_index()
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=graph.num_nodes)
     if graph.x is not None:
-        g.ndata["feat"] = _tensor(graph.x)
+        g.ndata["feat"] = tensor_from_numpy(graph.x)
     if graph.y is not None:
-        g.ndata["label"] = _tensor(np.asarray(graph.y, dtype=np.int64))
+        g.ndata["label"] = tensor_from_numpy(np.asarray(graph.y, dtype=np.int64))
     for part in _SPLITS:
         idx = getattr(graph, f"{part}_idx")
         if idx is not None:
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
-            mask[torch.from_numpy(np.asarray(idx, dtype=np.int64))] = True
+            mask[tensor_from_numpy(np.asarray(idx, dtype=np.int64))] = True
             g.ndata[f"{part}_mask"] = mask
     return g
 

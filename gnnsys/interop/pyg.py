@@ -19,14 +19,14 @@ def to_pyg(graph: Graph):
 
     data = Data(edge_index=torch.from_numpy(graph.edge_index()), num_nodes=graph.num_nodes)
     if graph.x is not None:
-        data.x = _tensor(graph.x)
+        data.x = tensor_from_numpy(graph.x)
     if graph.y is not None:
-        data.y = _tensor(np.asarray(graph.y, dtype=np.int64))
+        data.y = tensor_from_numpy(np.asarray(graph.y, dtype=np.int64))
     for part in _SPLITS:
         idx = getattr(graph, f"{part}_idx")
         if idx is not None:
             mask = torch.zeros(graph.num_nodes, dtype=torch.bool)
-            mask[torch.from_numpy(np.asarray(idx, dtype=np.int64))] = True
+            mask[tensor_from_numpy(np.asarray(idx, dtype=np.int64))] = True
             setattr(data, f"{part}_mask", mask)
     return data
 
@@ -51,7 +51,8 @@ def from_pyg(data, name: str = "pyg", num_classes: int | None = None,
     return graph
 
 
-def _tensor(array: np.ndarray):
+def tensor_from_numpy(array: np.ndarray):
+    """A torch tensor over `array`; read-only (memory-mapped) or strided arrays are copied."""
     import torch
 
     # Memory-mapped graphs are read-only; torch wants writable memory, so copy those.
