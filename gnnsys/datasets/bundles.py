@@ -113,6 +113,9 @@ def _assign_split(graph: Graph, arrays: dict, name: str, split: int, entry: dict
                   params: dict) -> str:
     labelled = graph.y >= 0
     if "train_mask" in arrays:
+        if params:
+            raise DatasetError(f"dataset '{name}' ships standard splits (pick one with "
+                               f"split=); {', '.join(params)} only apply to datasets without")
         masks = [arrays[f"{part}_mask"] for part in ("train", "val", "test")]
         num_splits = 1 if masks[0].ndim == 1 else masks[0].shape[0]
         if not 0 <= split < num_splits:
@@ -183,6 +186,9 @@ def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None
                            f"accept only {', '.join(RANDOM_SPLIT_PARAMS)} (for the random "
                            "split of datasets that ship none)")
     if entry["file"].startswith("temporal/"):
+        if params:
+            raise DatasetError(f"dataset '{name}' is temporal and takes no params "
+                               f"(got {', '.join(params)})")
         return load_temporal_bundle(name, entry, root, split, params)
     return load_static_bundle(name, entry, root, split, params)
 

@@ -104,6 +104,10 @@ def test_random_split_is_stratified_and_seeded():
     assert abs(len(custom.train_idx) / g.num_nodes - 0.1) < 0.01
     with pytest.raises(DatasetError, match="unknown params"):
         load_dataset("twitch_en", params={"seed": 3})
+    with pytest.raises(DatasetError, match="ships standard splits"):
+        load_dataset("texas", params={"train_fraction": 0.5})
+    with pytest.raises(DatasetError, match="temporal and takes no params"):
+        load_dataset("collegemsg", params={"train_fraction": 0.5})
 
 
 def test_github_structural_features_are_deterministic():
