@@ -65,7 +65,8 @@ def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=No
     if device == "cpu":
         from samplers.fused_cpu import FusedSampler
         return FusedSampler(indptr, indices, fanouts, features=features, row_of=row_of,
-                            num_threads=num_threads)
+                            num_threads=num_threads,
+                            num_buffers=gpu_options.get("num_buffers", 4))
     if device == "cuda":
         if not cuda.is_available():
             raise RuntimeError("sampler.device is 'cuda' but numba finds no CUDA GPU "

@@ -42,10 +42,18 @@ def load_graph(config):
 
 
 def make_sampler(config, graph, threads: int | None):
-    from samplers import FusedSampler
-    return FusedSampler(graph.indptr, graph.indices, list(config.sampler.fanouts),
-                        features=graph.x, num_threads=threads,
-                        num_buffers=config.sampler.prefetch + 2)
+    """The fused sampler for `sampler.device` (auto: the GPU kernel when a GPU is present,
+    with the hottest rows, by degree, on the device within cache.device_fraction)."""
+    from samplers.fused_gpu import make_sampler as sampler_for_device
+    from samplers.gpu_tiers import TierBudgets
+    options = {"num_buffers": config.sampler.prefetch + 2}
+    if config.sampler.device != "cpu" and graph.x is not None:
+        row_bytes = graph.x.shape[1] * graph.x.dtype.itemsize
+        options["budgets"] = TierBudgets.from_device_fraction(
+            graph.num_nodes, row_bytes, config.cache.device_fraction)
+    return sampler_for_device(config.sampler.device, graph.indptr, graph.indices,
+                              list(config.sampler.fanouts), features=graph.x,
+                              num_threads=threads, **options)
 
 
 def train_worker(ctx, config) -> dict:
