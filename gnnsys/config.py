@@ -29,6 +29,7 @@ class DatasetConfig:
     root: str | None = None              # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
     split: int = 0                       # which standard split, for multi-split datasets
     params: dict = field(default_factory=dict)   # overrides for synthetic generators
+    normalize_features: str = "none"     # none | row (rows sum to 1, as PyG's NormalizeFeatures) | standard
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ModelConfig:
     layers: int = 2                      # message-passing layers (= number of fanouts)
     dropout: float = 0.5
     heads: int = 4                       # attention heads (gat, temporal attention)
+    norm: str = "none"                   # none | layer | batch: normalisation between layers
 
 
 @dataclass
@@ -105,7 +107,9 @@ class TemporalConfig:
     neighbor_strategy: str = "recent"    # recent | uniform
     exchange: str = "dedup"              # dedup (Sven) | naive (one row per occurrence)
     ownership: str = "range"             # range | hash | balanced
-    edge_feat_dim: int = 0               # 0 = no edge features
+    edge_feat_dim: int = 0               # 0 = the dataset's own (if any); >0 = zero-pad to this
+    mailbox_size: int = 0                # mails kept per vertex; 0 = model default (APAN 10, else 1)
+    eval_negatives: int = 9              # negatives per positive for MRR (AP uses the first)
 
 
 @dataclass
@@ -153,6 +157,8 @@ CHOICES = {
     "mode": MODES,
     "model.arch": ("sage", "gcn", "gat", "tgn", "jodie", "apan"),
     "sampler.device": ("auto", "cpu", "cuda"),
+    "dataset.normalize_features": ("none", "row", "standard"),
+    "model.norm": ("none", "layer", "batch"),
     "cluster.backend": ("auto", "gloo", "nccl"),
     "partition.method": ("metis", "random", "stream"),
     "cache.policy": ("none", "degree", "vip"),

@@ -33,7 +33,7 @@ def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
 
 class BlockGNN(nn.Module):
     def __init__(self, arch: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float = 0.5, heads: int = 4):
+                 dropout: float = 0.5, heads: int = 4, norm: str = "none"):
         super().__init__()
         if arch == "gat" and hidden % heads:
             raise ValueError(f"model.hidden ({hidden}) must be divisible by model.heads "
@@ -44,6 +44,9 @@ class BlockGNN(nn.Module):
         self.convs = nn.ModuleList(
             _make_conv(arch, dims[i], dims[i + 1], heads, last=(i == layers - 1))
             for i in range(layers))
+        make_norm = {"none": lambda d: nn.Identity(), "layer": nn.LayerNorm,
+                     "batch": nn.BatchNorm1d}[norm]
+        self.norms = nn.ModuleList(make_norm(hidden) for _ in range(layers - 1))
 
     def set_degree(self, degree) -> "BlockGNN":
         """Global node degrees, needed by GCN's normalisation."""
@@ -73,7 +76,7 @@ class BlockGNN(nn.Module):
         else:
             out = conv((x, x[:num_dst]), edge_index)
         if i < len(self.convs) - 1:
-            out = F.relu(out)
+            out = F.relu(self.norms[i](out))
             out = F.dropout(out, p=self.dropout, training=self.training)
         return out
 
@@ -134,4 +137,5 @@ def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
 
 def build_model(config, in_dim: int, num_classes: int) -> BlockGNN:
     m = config.model
-    return BlockGNN(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout, m.heads)
+    return BlockGNN(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout, m.heads,
+                    m.norm)

@@ -8,6 +8,7 @@ layer-wise full-neighbourhood inference, log a metrics line and write a checkpoi
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 
 import numpy as np
@@ -38,7 +39,22 @@ def load_graph(config):
     if graph.x is None or graph.y is None or graph.train_idx is None:
         raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
                          "minibatch training needs all three")
-    return graph
+    return normalize_features(graph, d.normalize_features)
+
+
+def normalize_features(graph, how: str):
+    """`row`: each row sums to 1 (PyG's NormalizeFeatures, usual for bag-of-words inputs);
+    `standard`: zero mean, unit variance per column, with training-node statistics.
+    Makes an in-memory copy of the features, so leave it `none` for huge graphs."""
+    if how == "none":
+        return graph
+    x = np.array(graph.x, dtype=np.float32)
+    if how == "row":
+        x /= np.maximum(x.sum(1, keepdims=True), 1e-12)
+    else:
+        train = x[graph.train_idx]
+        x = (x - train.mean(0)) / np.maximum(train.std(0), 1e-6)
+    return dataclasses.replace(graph, x=x)
 
 
 def make_sampler(config, graph, threads: int | None):
