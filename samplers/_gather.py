@@ -14,12 +14,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from samplers._prefetch import prefetch, prefetch2d
+from samplers._intrinsics import next_chunk, prefetch, prefetch2d
 
 # Rows requested ahead of the copy: enough to cover DRAM latency at a row per ~60 ns.
 ROWS_AHEAD = 8
 CACHE_LINE_BYTES = 64
-# Rows per work item of the parallel gather.
+# Rows per work item of the parallel gather (200 KB of float32 x 100).
 GATHER_BLOCK = 512
 NO_ROW_MAP = np.empty(0, dtype=np.int64)
 NO_MISSING_FLAGS = np.empty(0, dtype=np.uint8)
@@ -74,17 +74,23 @@ def _copy_rows(features, row_of, n_id, begin, end, out, is_missing):
             out[i, k] = features[row, k]
 
 
-@njit(nogil=True, cache=True)
-def gather_rows_serial(features, row_of, n_id, begin, end, out, is_missing):
-    """out[i] = features[row of n_id[i]] for begin <= i < end, on the calling thread."""
-    _copy_rows(features, row_of, n_id, begin, end, out, is_missing)
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def gather_rows(features, row_of, n_id, begin, end, out, is_missing):
-    """Same as gather_rows_serial, blocks of rows spread over threads."""
+@njit(inline="always", cache=True)
+def gather_blocks(features, row_of, n_id, begin, end, out, is_missing, counter):
+    """Copy blocks of rows of [begin, end), claimed from `counter`, until none is left:
+    any number of threads can run this side by side (see samplers/_intrinsics.py)."""
     num_blocks = (end - begin + GATHER_BLOCK - 1) // GATHER_BLOCK
-    for block in prange(num_blocks):
+    while True:
+        block = next_chunk(counter)
+        if block >= num_blocks:
+            return
         first = begin + block * GATHER_BLOCK
         _copy_rows(features, row_of, n_id, first, min(first + GATHER_BLOCK, end), out,
                    is_missing)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def gather_rows(features, row_of, n_id, begin, end, out, is_missing, num_workers):
+    """out[i] = features[row of n_id[i]] for begin <= i < end, on num_workers threads."""
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in prange(num_workers):
+        gather_blocks(features, row_of, n_id, begin, end, out, is_missing, counter)

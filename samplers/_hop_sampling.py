@@ -3,15 +3,16 @@
 Pass 1 (`count_hop`) reads each target's CSR row bounds and prefix-sums the pick counts
 into the hop's block_indptr; pass 2 (`fill_hop`) writes every target's picks, drawn
 with Robert Floyd's algorithm from the target's own counter-based random stream
-(samplers/_rng.py), at its offset. Both are parallel over targets and deterministic
-whatever the thread count. Numba only.
+(samplers/_rng.py), at its offset. Both hand out chunks of targets to threads from a
+shared counter (samplers/_intrinsics.py) and are deterministic whatever the thread
+count or the order chunks are taken in. Numba only.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
-from samplers._prefetch import prefetch
+from samplers._intrinsics import next_chunk, prefetch
 from samplers._rng import stream_state, uniform_below
 
 # Targets whose CSR rows are requested ahead of use (DRAM latency / work per target).
@@ -21,21 +22,32 @@ TARGETS_AHEAD = 4
 INDICES_PER_LINE = 16
 # Targets per work item of fill_hop: their pick positions stay in L1 between stages.
 FILL_BLOCK = 256
+# Targets per work item of count_hop.
+COUNT_CHUNK = 2048
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_indptr):
+def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_indptr,
+              num_workers):
     """Pass 1 of a hop: per-target pick counts, prefix-summed into block_indptr.
     Also keeps each target's CSR start and degree so pass 2 need not touch indptr."""
-    for i in prange(num_targets):
-        if i + TARGETS_AHEAD < num_targets:
-            prefetch(indptr, n_id[i + TARGETS_AHEAD])
-        node = n_id[i]
-        start = indptr[node]
-        degree = indptr[node + 1] - start
-        row_start[i] = start
-        row_degree[i] = degree
-        block_indptr[i + 1] = degree if (fanout < 0 or degree <= fanout) else fanout
+    num_chunks = (num_targets + COUNT_CHUNK - 1) // COUNT_CHUNK
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in prange(num_workers):
+        while True:
+            chunk = next_chunk(counter)
+            if chunk >= num_chunks:
+                break
+            end = min((chunk + 1) * COUNT_CHUNK, num_targets)
+            for i in range(chunk * COUNT_CHUNK, end):
+                if i + TARGETS_AHEAD < end:
+                    prefetch(indptr, n_id[i + TARGETS_AHEAD])
+                node = n_id[i]
+                start = indptr[node]
+                degree = indptr[node + 1] - start
+                row_start[i] = start
+                row_degree[i] = degree
+                block_indptr[i + 1] = degree if (fanout < 0 or degree <= fanout) else fanout
     block_indptr[0] = 0
     for i in range(num_targets):
         block_indptr[i + 1] += block_indptr[i]
@@ -92,23 +104,30 @@ def _positions_to_ids(target, indices, row_start, row_degree, block_indptr, cand
 
 @njit(parallel=True, nogil=True, cache=True)
 def fill_hop(indices, row_start, row_degree, block_indptr, num_targets, batch_seed, hop,
-             candidates):
+             candidates, num_workers):
     """Pass 2 of a hop: write each target's picks (global ids) at its block offset.
 
     Per block of targets: first draw every pick position (arithmetic only, no graph
     access), then turn positions into neighbour ids while prefetching the picks of a
     target TARGETS_AHEAD places on, which keeps many independent misses in flight."""
     num_blocks = (num_targets + FILL_BLOCK - 1) // FILL_BLOCK
-    for block in prange(num_blocks):
-        first = block * FILL_BLOCK
-        end = min(first + FILL_BLOCK, num_targets)
-        for target in range(first, end):
-            _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates)
-        for target in range(first, min(first + TARGETS_AHEAD, end)):
-            _prefetch_picks(target, indices, row_start, row_degree, block_indptr, candidates)
-        for target in range(first, end):
-            if target + TARGETS_AHEAD < end:
-                _prefetch_picks(target + TARGETS_AHEAD, indices, row_start, row_degree,
-                                block_indptr, candidates)
-            _positions_to_ids(target, indices, row_start, row_degree, block_indptr,
-                              candidates)
+    counter = np.zeros(1, dtype=np.int64)
+    for _ in prange(num_workers):
+        while True:
+            block = next_chunk(counter)
+            if block >= num_blocks:
+                break
+            first = block * FILL_BLOCK
+            end = min(first + FILL_BLOCK, num_targets)
+            for target in range(first, end):
+                _draw_positions(target, row_degree, block_indptr, batch_seed, hop,
+                                candidates)
+            for target in range(first, min(first + TARGETS_AHEAD, end)):
+                _prefetch_picks(target, indices, row_start, row_degree, block_indptr,
+                                candidates)
+            for target in range(first, end):
+                if target + TARGETS_AHEAD < end:
+                    _prefetch_picks(target + TARGETS_AHEAD, indices, row_start,
+                                    row_degree, block_indptr, candidates)
+                _positions_to_ids(target, indices, row_start, row_degree, block_indptr,
+                                  candidates)

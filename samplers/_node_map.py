@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from samplers._prefetch import prefetch
+from samplers._intrinsics import prefetch
 from samplers._rng import GOLDEN
 
 EMPTY_SLOT_VALUE = -1

@@ -42,9 +42,11 @@ How a call runs (phases timed in `last_timings`, seconds):
   per hop: sample (count picks, prefix-sum, fill picks: parallel over targets), then
   relabel (hash map lookups in discovery order, samplers/_node_map.py); finally gather
   (parallel over rows). Below SHARDED_RELABEL_MIN_THREADS threads the relabel is one
-  serial pass, so the other thread gathers, meanwhile, the rows of every node known
+  serial pass, so the other threads gather, meanwhile, the rows of every node known
   before the hop (`overlap_gather`; `gather_overlapped` counts them). That keeps both
   cores busy during the serial part and takes a quarter of the rows off the final gather.
+  Parallel loops hand out chunks from a shared counter, so a late or descheduled thread
+  delays a loop by at most one chunk (samplers/_intrinsics.py).
 """
 from __future__ import annotations
 
@@ -54,8 +56,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_copyable, gather_rows,
-                              gather_rows_serial)
+from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_copyable, gather_blocks,
+                              gather_rows)
 from samplers._hop_sampling import count_hop, fill_hop
 from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
 from samplers._rng import seed_to_u64
@@ -70,19 +72,21 @@ SHARDED_RELABEL_MIN_THREADS = 8
 @njit(parallel=True, nogil=True, cache=True)
 def relabel_beside_gather(table, tag, hash_shift, shard_bits, shard_fill, fill_limit,
                           candidates, begin, num_candidates, next_id, n_id, local_ids,
-                          features, row_of, gather_begin, gather_end, out, is_missing):
-    """Two tasks on two threads: the serial relabel of a hop, and the gather of rows
-    [gather_begin, gather_end) of n_id (all known before the hop, so untouched by the
-    relabel, which only appends). Returns relabel_hop_serial's (done, next_id)."""
+                          features, row_of, gather_begin, gather_end, out, is_missing,
+                          num_workers):
+    """The serial relabel of a hop on the calling thread while the other num_workers - 1
+    threads gather rows [gather_begin, gather_end) of n_id (all known before the hop, so
+    untouched by the relabel, which only appends); the calling thread joins the gather
+    once its relabel is done. Returns relabel_hop_serial's (done, next_id)."""
     progress = np.zeros(2, dtype=np.int64)
-    for task in prange(2):
-        if task == 0:
+    counter = np.zeros(1, dtype=np.int64)
+    for worker in prange(num_workers):
+        if worker == 0:               # numba gives iteration 0 to the calling thread
             progress[0], progress[1] = relabel_hop_serial(
                 table, tag, hash_shift, shard_bits, shard_fill, fill_limit, candidates,
                 begin, num_candidates, next_id, n_id, local_ids)
-        else:
-            gather_rows_serial(features, row_of, n_id, gather_begin, gather_end, out,
-                               is_missing)
+        gather_blocks(features, row_of, n_id, gather_begin, gather_end, out, is_missing,
+                      counter)
     return progress[0], progress[1]
 
 
@@ -224,11 +228,12 @@ class FusedSampler:
             self._row_degree = _grown(self._row_degree, num_targets, np.int64)
             block_indptr = np.empty(num_targets + 1, dtype=np.int64)
             count_hop(self.indptr, self._n_id, num_targets, fanout, self._row_start,
-                      self._row_degree, block_indptr)
+                      self._row_degree, block_indptr, self.num_threads)
             num_picks = int(block_indptr[num_targets])
             self._candidates = _grown(self._candidates, num_picks, np.int64)
             fill_hop(self.indices, self._row_start, self._row_degree, block_indptr,
-                     num_targets, batch_seed, np.uint64(hop), self._candidates)
+                     num_targets, batch_seed, np.uint64(hop), self._candidates,
+                     self.num_threads)
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
 
@@ -269,7 +274,7 @@ class FusedSampler:
                 self._is_missing = self._missing_flags(num_known)
                 done, next_id = relabel_beside_gather(
                     *common, self._feature_bits, self._row_map, gathered, num_known,
-                    as_copyable(x), self._is_missing)
+                    as_copyable(x), self._is_missing, self.num_threads)
                 gathered = num_known
             else:
                 done, next_id = relabel_hop_serial(*common)
@@ -291,7 +296,7 @@ class FusedSampler:
         x = self._ring_buffer(num_rows, keep=gathered)
         self._is_missing = self._missing_flags(num_rows)
         gather_rows(self._feature_bits, self._row_map, self._n_id, gathered, num_rows,
-                    as_copyable(x), self._is_missing)
+                    as_copyable(x), self._is_missing, self.num_threads)
         if self.row_of is None:
             return x, no_missing
         return x, np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64)

@@ -1,16 +1,24 @@
-"""Software prefetch for numba kernels: `prefetch(array, i)`, `prefetch2d(array, i, j)`.
+"""LLVM operations numba does not expose, for the sampler kernels: prefetch, fetch-add.
 
-The sampler's phases are chains of dependent random reads (node -> CSR row -> neighbour
--> hash slot -> feature row). The out-of-order core only overlaps the misses of a few
-loop iterations, so the hot loops ask for the line they will need several iterations
-ahead. Compiles to LLVM's `llvm.prefetch` (read, high locality, data cache): a hint
-that never faults, so an index past the end of the array is harmless. Numba/llvmlite only.
+`prefetch(array, i)` / `prefetch2d(array, i, j)`: the sampler's phases are chains of
+dependent random reads (node -> CSR row -> neighbour -> hash slot -> feature row). The
+out-of-order core only overlaps the misses of a few loop iterations, so the hot loops
+ask for the line they will need several iterations ahead. Compiles to `llvm.prefetch`
+(read, high locality, data cache): a hint that never faults, so an index past the end
+of the array is harmless.
+
+`next_chunk(counter)`: atomic fetch-and-add of counter[0]. Parallel loops hand out work
+in chunks from a shared counter instead of numba's fixed split (which ignores
+set_parallel_chunksize on this numba build), so a thread that starts late, or is
+descheduled on a busy machine, leaves its share to the others instead of holding up
+the whole loop. Numba/llvmlite only.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba import njit
 from numba.extending import intrinsic
 
 # llvm.prefetch(ptr, rw, locality, cache type): read, keep in all cache levels, data.
@@ -53,3 +61,27 @@ def prefetch2d(typingctx, array, row, column):
             and isinstance(row, types.Integer) and isinstance(column, types.Integer)):
         return None
     return types.void(array, row, column), _prefetch_codegen([row, column])
+
+
+@intrinsic
+def _fetch_add(typingctx, counter, increment):
+    if not (isinstance(counter, types.Array) and counter.ndim == 1
+            and counter.dtype == types.int64 and isinstance(increment, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        array_type = sig.args[0]
+        array_value = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array_value,
+                                           [context.get_constant(types.intp, 0)],
+                                           wraparound=False)
+        value = context.cast(builder, args[1], sig.args[1], types.int64)
+        return builder.atomic_rmw("add", pointer, value, "monotonic")
+
+    return types.int64(counter, increment), codegen
+
+
+@njit(inline="always", cache=True)
+def next_chunk(counter):
+    """Claim the next chunk index: atomically counter[0] += 1, returning the old value."""
+    return _fetch_add(counter, 1)
