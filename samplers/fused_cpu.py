@@ -43,8 +43,9 @@ How a call runs (phases timed in `last_timings`, seconds):
   relabel (hash map lookups in discovery order, samplers/_node_map.py); finally gather
   (parallel over rows). Below SHARDED_RELABEL_MIN_THREADS threads the relabel is one
   serial pass, so the other threads gather, meanwhile, the rows of every node known
-  before the hop (`overlap_gather`; `gather_overlapped` counts them). That keeps both
-  cores busy during the serial part and takes a quarter of the rows off the final gather.
+  before the hop (`overlap_gather`; `last_rows_gathered_beside_relabel` counts them).
+  That keeps both cores busy during the serial part and takes about a quarter of the
+  rows off the final gather.
   Parallel loops hand out chunks from a shared counter, so a late or descheduled thread
   delays a loop by at most one chunk (samplers/_intrinsics.py).
 """
@@ -114,7 +115,8 @@ class FusedSampler:
     num_buffers: size of the ring of reusable feature buffers (see module docstring).
     overlap_gather: gather known rows beside the serial relabel (see module docstring);
     off only to time the phases one after another.
-    After each call, `last_timings` holds seconds spent per phase.
+    After each call, `last_timings` holds seconds per phase (sample, relabel, gather,
+    total) and `last_rows_gathered_beside_relabel` the rows gathered during relabels.
     """
 
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
@@ -163,6 +165,7 @@ class FusedSampler:
         self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
         self._calls = 0
         self.last_timings: dict[str, float] = {}
+        self.last_rows_gathered_beside_relabel = 0
 
     def _check_features(self, features, row_of):
         if features is None:
@@ -247,7 +250,7 @@ class FusedSampler:
             block_indices.append(local_ids)
 
         gather_start = clock()
-        spent["gather_overlapped"] = gathered       # rows, not seconds
+        self.last_rows_gathered_beside_relabel = gathered
         x, missing = self._finish_gather(gathered, num_known)
         n_id = self._n_id[:num_known].copy()
         finished = clock()

@@ -150,7 +150,7 @@ def test_feature_rows_exact(dtype, overlap_gather, tmp_path):
         sampler = FusedSampler(indptr, indices, [6, 4], features=table,
                                overlap_gather=overlap_gather)
         sub = sampler.sample(seeds, seed=4)
-        assert sampler.last_timings["gather_overlapped"] == (
+        assert sampler.last_rows_gathered_beside_relabel == (
             sub.hop_sizes[1] if overlap_gather else 0)
         assert sub.x.dtype == dtype and sub.x.shape == (sub.n_id.size, 33)
         np.testing.assert_array_equal(sub.x, features[sub.n_id])
