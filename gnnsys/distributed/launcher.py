@@ -112,6 +112,13 @@ class _Worker:
         return fn(ctx, config, *args)
 
 
+def _worker_death_errors(ray) -> tuple:
+    """Ray errors meaning the worker process is gone: crashed, killed (also by Ray's
+    out-of-memory monitor) or its node died. All are recovered from the checkpoint."""
+    names = ("RayActorError", "OutOfMemoryError", "WorkerCrashedError", "NodeDiedError")
+    return tuple(getattr(ray.exceptions, n) for n in names if hasattr(ray.exceptions, n))
+
+
 def _is_collective_failure(err: BaseException) -> bool:
     """A torch.distributed error (peer gone, connection reset, collective timeout)."""
     import torch.distributed as dist
@@ -195,7 +202,7 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
             ref = done[0]
             try:
                 results[rank_of[ref]] = ray.get(ref)
-            except ray.exceptions.RayActorError as err:
+            except _worker_death_errors(ray) as err:
                 raise WorkerFailure(f"worker {rank_of[ref]} died ({type(err).__name__})") from None
             except ray.exceptions.RayTaskError as err:
                 cause = err.cause if hasattr(err, "cause") else err
