@@ -22,8 +22,10 @@ TARGETS_AHEAD = 4
 INDICES_PER_LINE = 16
 # Targets per work item of fill_hop: their pick positions stay in L1 between stages.
 FILL_BLOCK = 256
-# Targets per work item of count_hop.
+# Targets per work item of count_hop, and how far ahead it prefetches their CSR
+# bounds (one random line each and little work per target: far ahead pays).
 COUNT_CHUNK = 2048
+BOUNDS_AHEAD = 16
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -40,8 +42,8 @@ def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_in
                 break
             end = min((chunk + 1) * COUNT_CHUNK, num_targets)
             for i in range(chunk * COUNT_CHUNK, end):
-                if i + TARGETS_AHEAD < end:
-                    prefetch(indptr, n_id[i + TARGETS_AHEAD])
+                if i + BOUNDS_AHEAD < end:
+                    prefetch(indptr, n_id[i + BOUNDS_AHEAD])
                 node = n_id[i]
                 start = indptr[node]
                 degree = indptr[node + 1] - start
