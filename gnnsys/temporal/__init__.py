@@ -1,0 +1,11 @@
+"""Temporal mode (Sven): memory-based temporal GNNs (TGN / JODIE / APAN) for link
+prediction, trained single-process or data-parallel over K workers that each own a
+partition of the vertices' memory and mailbox and exchange each needed row once per batch.
+
+Modules: `data` (event stream), `batch` (sharded batches + prefetch), `models`, `memory`
+(owner-partitioned state), `exchange` (dedup vs naive all-to-all), `placement` (vertex
+owners), `worker` (the training loop), `metrics` (AP, MRR), `trainer` (driver `fit`).
+"""
+from .trainer import fit
+
+__all__ = ["fit"]

@@ -1,0 +1,46 @@
+"""Link-prediction metrics: average precision (positives vs one negative each, as TGN
+reports it) and mean reciprocal rank of each positive among its negatives. Numpy only."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the precision-recall step curve, with tied scores forming one threshold
+    (the same definition as sklearn.metrics.average_precision_score)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(bool)
+    positives = int(labels.sum())
+    if positives == 0:
+        return float("nan")
+    order = np.argsort(-scores, kind="stable")
+    scores, labels = scores[order], labels[order]
+    # the last position of every distinct score is a threshold
+    ends = np.flatnonzero(np.r_[scores[1:] != scores[:-1], True])
+    tp = np.cumsum(labels)[ends]
+    precision = tp / (ends + 1)
+    recall_gain = np.diff(np.r_[0, tp]) / positives
+    return float((precision * recall_gain).sum())
+
+
+def mean_reciprocal_rank(positive: np.ndarray, negatives: np.ndarray) -> float:
+    """positive [n], negatives [n, k]: mean of 1 / rank of each positive; a tie with a
+    negative counts half (between the optimistic and pessimistic rank)."""
+    positive = np.asarray(positive, dtype=np.float64).reshape(-1, 1)
+    negatives = np.asarray(negatives, dtype=np.float64)
+    if len(positive) == 0:
+        return float("nan")
+    rank = 1 + (negatives > positive).sum(1) + 0.5 * (negatives == positive).sum(1)
+    return float((1.0 / rank).mean())
+
+
+def link_metrics(positive: np.ndarray, negatives: np.ndarray, prefix: str) -> dict:
+    """AP of positives against the first negative of each, and MRR against all of them."""
+    if len(positive) == 0:
+        return {f"{prefix}_ap": float("nan"), f"{prefix}_mrr": float("nan"),
+                f"{prefix}_events": 0}
+    scores = np.concatenate([positive, negatives[:, 0]])
+    labels = np.r_[np.ones(len(positive)), np.zeros(len(positive))]
+    return {f"{prefix}_ap": average_precision(scores, labels),
+            f"{prefix}_mrr": mean_reciprocal_rank(positive, negatives),
+            f"{prefix}_events": int(len(positive))}

@@ -1,0 +1,241 @@
+"""Memory-based temporal GNNs for link prediction: TGN, JODIE and APAN (TGL's variants).
+
+A model has three parts, applied per batch in this order:
+1. memory update from the stored memory and pending mail(s). TGN (GRU) and JODIE (RNN)
+   depend only on the vertex's stored state, so they run once per *unique* vertex (a
+   saving the dedup exchange makes possible) and are expanded afterwards; APAN attends
+   over its mailbox at each root's query time, so it runs per root occurrence.
+2. embedding of each root occurrence (src / dst / negative) at its query time: TGN:
+   1-layer temporal attention over its sampled recent neighbours; JODIE: time projection
+   of the memory; APAN: the memory itself. (`forward_roots` does 1 and 2.)
+3. `score`: a link logit for (source embedding, candidate embedding) pairs.
+
+The state itself (memory, mailbox, timestamps) lives outside the model, in the owner-
+partitioned `MemoryStore`; models are plain torch and replicated on every worker.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+ARCHS = ("tgn", "jodie", "apan")
+
+
+class TimeEncoder(nn.Module):
+    """phi(dt) = cos(w * dt + b), w initialised to 1 / 10^linspace(0, 9) as in TGN/TGL.
+
+    Phase and parameters are float64, applied elementwise: raw gaps reach 1e7-1e8 s,
+    where a float32 phase is off by whole radians, its rounding depends on the batch
+    shape (BLAS blocking), and the gradient of w sums terms of size dt that cancel; in
+    float32 one process and K workers would then train measurably different models."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.dim = dim
+        self.weight = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dim)))
+        self.bias = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
+
+    def forward(self, dt: torch.Tensor) -> torch.Tensor:
+        return torch.cos(dt.double().unsqueeze(-1) * self.weight + self.bias).float()
+
+
+class RecurrentUpdater(nn.Module):
+    """TGN (GRU) / JODIE (RNN): s' = cell([mail || phi(mail_ts - mem_ts)], s) if mail pending."""
+
+    def __init__(self, memory_dim: int, mail_dim: int, time_dim: int, cell: str):
+        super().__init__()
+        self.time_encoder = TimeEncoder(time_dim)
+        cls = {"gru": nn.GRUCell, "rnn": nn.RNNCell}[cell]
+        self.cell = cls(mail_dim + time_dim, memory_dim)
+
+    def forward(self, memory, mem_ts, mailbox, mail_ts):
+        latest = mail_ts.argmax(1)                           # the newest slot of the ring
+        rows = torch.arange(len(mailbox), device=mailbox.device)
+        mail, ts = mailbox[rows, latest], mail_ts[rows, latest]
+        pending = ts >= 0
+        dt = (ts - mem_ts).clamp(min=0)
+        updated = self.cell(torch.cat([mail, self.time_encoder(dt)], dim=1), memory)
+        return torch.where(pending.unsqueeze(1), updated, memory)
+
+
+class MailboxAttentionUpdater(nn.Module):
+    """APAN: s' = LayerNorm(s + attention(query = s, keys/values = mails + phi(t - mail_ts)))
+    at each root's query time t (TGL's transformer updater), so it runs per occurrence."""
+
+    def __init__(self, memory_dim: int, mail_dim: int, time_dim: int, heads: int,
+                 dropout: float):
+        super().__init__()
+        self.time_encoder = TimeEncoder(time_dim)
+        self.attention = MultiHeadAttention(memory_dim, heads, dropout)
+        self.query = nn.Linear(memory_dim, memory_dim)
+        # no key bias: softmax ignores a shift shared by all slots, so its gradient is 0
+        self.key_value = nn.Linear(mail_dim + time_dim, 2 * memory_dim, bias=False)
+        self.value_bias = nn.Parameter(torch.zeros(memory_dim))
+        self.norm = nn.LayerNorm(memory_dim)
+
+    def forward(self, memory, mailbox, mail_ts, query_time):
+        valid = mail_ts >= 0                                 # [R, m] filled slots
+        age = (query_time.unsqueeze(1) - mail_ts).clamp(min=0)
+        key, value = self.key_value(torch.cat([mailbox, self.time_encoder(age)], 2)).chunk(2, -1)
+        value = value + self.value_bias
+        out = self.norm(memory + self.attention(self.query(memory), key, value, valid))
+        return torch.where(valid.any(1, keepdim=True), out, memory)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention of one projected query over k masked projected slots, with an
+    output projection; a query with no valid slot gets zero (TGN zeroes neighbourless
+    nodes' attention output). Projections are left to the caller so it can apply them
+    where they are cheapest (per unique vertex rather than per occurrence)."""
+
+    def __init__(self, dim: int, heads: int, dropout: float):
+        super().__init__()
+        if dim % heads:
+            raise ValueError(f"attention width {dim} is not divisible by {heads} heads; "
+                             "change model.heads or the temporal dims")
+        self.heads, self.head_dim = heads, dim // heads
+        self.out = nn.Linear(dim, dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, query, key, value, mask):
+        n, k = mask.shape
+        q = query.view(n, 1, self.heads, self.head_dim)
+        key = key.reshape(n, k, self.heads, self.head_dim)
+        value = value.reshape(n, k, self.heads, self.head_dim)
+        logits = (q * key).sum(-1) / math.sqrt(self.head_dim)          # [n, k, heads]
+        logits = logits.masked_fill(~mask.unsqueeze(-1), float("-inf"))
+        any_valid = mask.any(1)
+        # rows without any valid slot would softmax to NaN: give them a dummy zero row
+        logits = torch.where(any_valid.view(n, 1, 1), logits, torch.zeros_like(logits))
+        weights = self.dropout(torch.softmax(logits, dim=1))
+        out = (weights.unsqueeze(-1) * value).sum(1).reshape(n, -1)
+        return self.out(out) * any_valid.unsqueeze(1)
+
+
+class AttentionEmbedding(nn.Module):
+    """TGN's graph attention layer: attend from [x_r || phi(0)] to the sampled neighbours
+    [x_n || e_rn || phi(t - t_rn)], then merge with x_r through a 2-layer MLP.
+
+    The key/value projection of a concatenation is a sum of projections of its parts, so
+    the vertex part is projected once per unique vertex and gathered per slot; only the
+    time (and edge) parts are projected per slot."""
+
+    def __init__(self, memory_dim: int, edge_dim: int, time_dim: int, out_dim: int, heads: int,
+                 dropout: float):
+        super().__init__()
+        self.time_encoder = TimeEncoder(time_dim)
+        self.query = nn.Linear(memory_dim + time_dim, out_dim)
+        # no key bias: softmax ignores a shift shared by all slots, so its gradient is 0
+        # (only float noise, which Adam would blow up into real steps)
+        self.kv_vertex = nn.Linear(memory_dim, 2 * out_dim, bias=False)
+        self.value_bias = nn.Parameter(torch.zeros(out_dim))
+        self.kv_time = nn.Linear(time_dim, 2 * out_dim, bias=False)
+        self.kv_edge = nn.Linear(edge_dim, 2 * out_dim, bias=False) if edge_dim else None
+        self.attention = MultiHeadAttention(out_dim, heads, dropout)
+        self.merge = nn.Sequential(nn.Linear(out_dim + memory_dim, out_dim), nn.ReLU(),
+                                   nn.Linear(out_dim, out_dim))
+
+    def forward(self, x, root_index, neighbor_index, neighbor_edge, neighbor_dt, mask):
+        zero = self.time_encoder(torch.zeros(1, device=x.device)).expand(len(x), -1)
+        query = self.query(torch.cat([x, zero], 1))[root_index]
+        kv = self.kv_vertex(x)[neighbor_index] + self.kv_time(self.time_encoder(neighbor_dt))
+        if self.kv_edge is not None:
+            kv = kv + self.kv_edge(neighbor_edge)
+        key, value = kv.chunk(2, -1)
+        attended = self.attention(query, key, value + self.value_bias, mask)
+        return self.merge(torch.cat([attended, x[root_index]], 1))
+
+
+class TimeProjection(nn.Module):
+    """JODIE: h = s * (1 + w * dt / time_scale), dt = query time - last update."""
+
+    def __init__(self, memory_dim: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(memory_dim) / math.sqrt(memory_dim))
+
+    def forward(self, root_memory, dt_scaled):
+        return root_memory * (1 + dt_scaled.float().unsqueeze(1) * self.weight)
+
+
+class LinkPredictor(nn.Module):
+    """TGN's merge layer: logit = W2 relu(W1 [h_src || h_dst])."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.hidden = nn.Linear(2 * dim, dim)
+        self.out = nn.Linear(dim, 1)
+
+    def forward(self, h_src, h_dst):
+        return self.out(F.relu(self.hidden(torch.cat([h_src, h_dst], -1)))).squeeze(-1)
+
+
+class TemporalLinkModel(nn.Module):
+    """One of TGN / JODIE / APAN; the memory state is passed in, never held."""
+
+    def __init__(self, arch: str, memory_dim: int, mail_dim: int, edge_dim: int, time_dim: int,
+                 embedding_dim: int, heads: int, dropout: float, node_feat_dim: int = 0,
+                 time_scale: float = 1.0):
+        super().__init__()
+        if arch not in ARCHS:
+            raise ValueError(f"temporal model {arch!r} is unknown; use one of {', '.join(ARCHS)}")
+        self.arch = arch
+        self.time_scale = float(time_scale)
+        self.uses_neighbors = arch == "tgn"
+        if arch == "apan":
+            self.updater = MailboxAttentionUpdater(memory_dim, mail_dim, time_dim, heads, dropout)
+        else:
+            self.updater = RecurrentUpdater(memory_dim, mail_dim, time_dim,
+                                            "gru" if arch == "tgn" else "rnn")
+        # static node features join the memory through a projection (TGL adds them)
+        self.node_proj = nn.Linear(node_feat_dim, memory_dim) if node_feat_dim else None
+        if arch == "tgn":
+            self.embedding = AttentionEmbedding(memory_dim, edge_dim, time_dim, embedding_dim,
+                                                heads, dropout)
+            out_dim = embedding_dim
+        else:
+            self.embedding = TimeProjection(memory_dim) if arch == "jodie" else None
+            out_dim = memory_dim
+        self.predictor = LinkPredictor(out_dim)
+
+    def node_input(self, memory, node_feat):
+        if self.node_proj is None or node_feat is None:
+            return memory
+        return memory + self.node_proj(node_feat)
+
+    def forward_roots(self, state: dict, inverse: torch.Tensor, num_roots: int,
+                      root_time: torch.Tensor, neighbors: dict | None, num_written: int):
+        """Embeddings of the roots and the new memory of the first `num_written` roots.
+
+        state: unpacked rows of the batch's unique vertices (memory, mem_ts, mailbox,
+        mail_ts, node_feat); inverse: row of each needed occurrence (roots first, then the
+        neighbour slots); neighbors: dict(index [R, k] rows, mask, dt, edge) for TGN.
+        Returns (h [R, D], memory [num_written, M], memory_ts [num_written])."""
+        root_index = inverse[:num_roots]
+        if self.arch == "apan":
+            memory = self.updater(state["memory"][root_index], state["mailbox"][root_index],
+                                  state["mail_ts"][root_index], root_time)
+            feat = None if state["node_feat"] is None else state["node_feat"][root_index]
+            return (self.node_input(memory, feat), memory[:num_written],
+                    root_time[:num_written])
+        # TGN / JODIE: the update depends only on stored state: once per unique vertex
+        memory = self.updater(state["memory"], state["mem_ts"], state["mailbox"],
+                              state["mail_ts"])
+        newest = state["mail_ts"].amax(1)
+        # the time the updated memory is "as of": its newest mail, else the old stamp
+        memory_ts = torch.where(newest >= 0, newest, state["mem_ts"])
+        x = self.node_input(memory, state["node_feat"])
+        if self.arch == "tgn":
+            h = self.embedding(x, root_index, neighbors["index"], neighbors["edge"],
+                               neighbors["dt"], neighbors["mask"])
+        else:
+            dt = (root_time - memory_ts[root_index]).clamp(min=0) / self.time_scale
+            h = self.embedding(x[root_index], dt)
+        written = root_index[:num_written]
+        return h, memory[written], memory_ts[written]
+
+    def score(self, h_src, h_dst):
+        return self.predictor(h_src, h_dst)

@@ -1,0 +1,203 @@
+"""Temporal sampling for memory-based temporal GNNs: a time-sorted CSR (TGL's T-CSR),
+most-recent / uniform neighbours strictly before each query time, negative destinations,
+and chronological batches.
+
+Numpy + numba only; this module knows arrays, not trainers (it never imports gnnsys).
+
+    csr = build_temporal_csr(src, dst, t, num_nodes)
+    nbrs = sample_neighbors(csr, nodes, times, k=10, strategy="recent")
+    nbrs.nodes[i, :nbrs.count[i]]      # up to k neighbours of nodes[i] with time < times[i]
+
+Neighbour lists hold both directions of every event (the interaction graph is treated as
+undirected, as TGN's neighbour finder does) sorted by (time, event id), so "before t" is one
+binary search per query. TGL instead keeps a per-node pointer advanced monotonically; the
+binary search costs O(log deg) but needs no shared mutable state, so any batch order, any
+worker and a replay all see the same result.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+PAD = -1  # node / event id of an empty neighbour slot
+
+
+@dataclass(frozen=True)
+class TemporalCSR:
+    """Neighbour lists sorted by time: node v's events are positions indptr[v]:indptr[v+1]."""
+    indptr: np.ndarray     # int64 [N + 1]
+    neighbor: np.ndarray   # int64 [2E] the other endpoint
+    time: np.ndarray       # float64 [2E] event time, ascending within each list
+    event: np.ndarray      # int64 [2E] event id (index into the event arrays)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.indptr) - 1
+
+
+@dataclass
+class SampledNeighbors:
+    """k slots per query, filled from the left in chronological order; the rest are PAD."""
+    nodes: np.ndarray      # int64 [Q, k]
+    times: np.ndarray      # float64 [Q, k]
+    events: np.ndarray     # int64 [Q, k]
+    count: np.ndarray      # int64 [Q] valid slots per query
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.nodes != PAD
+
+
+def build_temporal_csr(src: np.ndarray, dst: np.ndarray, t: np.ndarray,
+                       num_nodes: int) -> TemporalCSR:
+    """T-CSR over both directions of the events (src[i], dst[i], t[i]); event id = i."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    t = np.asarray(t, dtype=np.float64)
+    if not (len(src) == len(dst) == len(t)):
+        raise ValueError(f"src, dst and t must have one entry per event; got lengths "
+                         f"{len(src)}, {len(dst)}, {len(t)}")
+    if len(src) and (min(src.min(), dst.min()) < 0 or max(src.max(), dst.max()) >= num_nodes):
+        raise ValueError(f"event endpoints must be node ids in [0, {num_nodes}); got "
+                         f"[{min(src.min(), dst.min())}, {max(src.max(), dst.max())}]")
+    if len(t) > 1 and np.any(np.diff(t) < 0):
+        raise ValueError("event times must be sorted ascending (chronological event order)")
+    owner = np.concatenate([src, dst])
+    other = np.concatenate([dst, src])
+    event = np.concatenate([np.arange(len(src)), np.arange(len(src))])
+    # events are chronological, so sorting by (owner, event id) gives (time, event id) order
+    order = np.lexsort((event, owner))
+    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=num_nodes), out=indptr[1:])
+    return TemporalCSR(indptr=indptr, neighbor=other[order], time=t[event[order]],
+                       event=event[order])
+
+
+# ----------------------------------------------------------------------------- kernels
+@njit(inline="always")
+def _first_at_or_after(time, lo, hi, t):
+    """Smallest position p in [lo, hi) with time[p] >= t (hi if none): the end of 'before t'."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if time[mid] < t:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(inline="always")
+def _mix64(z):
+    # splitmix64 finaliser: a counter-based random stream, identical under any thread count
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def _sample_body(indptr, neighbor, time, event, nodes, times, time_bits, k, uniform, seed,
+                   out_nodes, out_times, out_events, out_count):
+    for q in prange(len(nodes)):
+        v = nodes[q]
+        lo = indptr[v]
+        end = _first_at_or_after(time, lo, indptr[v + 1], times[q])
+        avail = end - lo
+        if avail == 0:
+            out_count[q] = 0
+            continue
+        if uniform:
+            # k draws with replacement among all earlier events, then put in time order;
+            # the stream is keyed by the query (node, time), not its position, so a query
+            # draws the same neighbours however the batch is split across workers
+            picks = np.empty(k, dtype=np.int64)
+            base = _mix64(np.uint64(seed) ^ _mix64(np.uint64(v) * np.uint64(0x9E3779B97F4A7C15)
+                                                   + time_bits[q]))
+            for j in range(k):
+                r = _mix64(base + np.uint64(j + 1) * np.uint64(0x9E3779B97F4A7C15))
+                picks[j] = lo + np.int64(r % np.uint64(avail))
+            picks.sort()
+            for j in range(k):
+                p = picks[j]
+                out_nodes[q, j] = neighbor[p]
+                out_times[q, j] = time[p]
+                out_events[q, j] = event[p]
+            out_count[q] = k
+        else:
+            start = max(lo, end - k)
+            for j in range(end - start):
+                p = start + j
+                out_nodes[q, j] = neighbor[p]
+                out_times[q, j] = time[p]
+                out_events[q, j] = event[p]
+            out_count[q] = end - start
+
+
+# Per-batch queries (a few thousand) finish in tens of microseconds; waking a thread pool
+# costs more than that on a busy machine, so only large queries run in parallel.
+_sample_serial = njit(nogil=True, cache=True)(_sample_body)
+_sample_parallel = njit(parallel=True, nogil=True, cache=True)(_sample_body)
+PARALLEL_MIN_QUERIES = 50_000
+
+
+def sample_neighbors(csr: TemporalCSR, nodes: np.ndarray, times: np.ndarray, k: int,
+                     strategy: str = "recent", seed: int = 0) -> SampledNeighbors:
+    """Up to `k` neighbours of each nodes[i] through events strictly before times[i].
+
+    'recent' takes the k latest such events; 'uniform' draws k of them with replacement
+    (TGN's uniform sampler), reproducibly from `seed` and the query (node, time)."""
+    if strategy not in ("recent", "uniform"):
+        raise ValueError(f"neighbour strategy {strategy!r} is unknown; use 'recent' or 'uniform'")
+    if k < 1:
+        raise ValueError(f"the number of neighbours k must be >= 1, got {k}")
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    times = np.ascontiguousarray(times, dtype=np.float64)
+    if nodes.shape != times.shape or nodes.ndim != 1:
+        raise ValueError(f"nodes and times must be 1-d of equal length; got shapes "
+                         f"{nodes.shape} and {times.shape}")
+    if len(nodes) and (nodes.min() < 0 or nodes.max() >= csr.num_nodes):
+        raise ValueError(f"query nodes must be in [0, {csr.num_nodes}); got "
+                         f"[{nodes.min()}, {nodes.max()}]")
+    q = len(nodes)
+    out = SampledNeighbors(nodes=np.full((q, k), PAD, dtype=np.int64),
+                           times=np.zeros((q, k), dtype=np.float64),
+                           events=np.full((q, k), PAD, dtype=np.int64),
+                           count=np.zeros(q, dtype=np.int64))
+    kernel = _sample_parallel if q >= PARALLEL_MIN_QUERIES else _sample_serial
+    kernel(csr.indptr, csr.neighbor, csr.time, csr.event, nodes, times,
+                   times.view(np.uint64), k,
+                   strategy == "uniform", np.uint64(seed % (1 << 63)),
+                   out.nodes, out.times, out.events, out.count)
+    return out
+
+
+# ----------------------------------------------------------------------------- negatives
+class NegativeSampler:
+    """Uniform negative destinations from a fixed candidate set (TGN's RandEdgeSampler).
+
+    Draws depend only on (seed, stream), so every worker can draw a global batch's
+    negatives and slice its own share: the split is the same as single-process."""
+
+    def __init__(self, candidates: np.ndarray, seed: int = 0):
+        self.candidates = np.unique(np.asarray(candidates, dtype=np.int64))
+        if len(self.candidates) == 0:
+            raise ValueError("negative sampling needs at least one candidate destination")
+        self.seed = int(seed)
+
+    def sample(self, size: int | tuple, stream: tuple = ()) -> np.ndarray:
+        rng = np.random.default_rng([self.seed, *[int(s) for s in stream]])
+        return self.candidates[rng.integers(0, len(self.candidates), size=size)]
+
+
+# ----------------------------------------------------------------------------- batching
+def chronological_batches(start: int, stop: int, batch_size: int) -> list[tuple[int, int]]:
+    """Consecutive event ranges [lo, hi) of at most batch_size events, in time order."""
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    return [(lo, min(lo + batch_size, stop)) for lo in range(start, stop, batch_size)]
+
+
+def shard(lo: int, hi: int, rank: int, world_size: int) -> tuple[int, int]:
+    """Rank's contiguous slice of the global batch [lo, hi) (Sven: rows[i*B/G:(i+1)*B/G])."""
+    n = hi - lo
+    return lo + rank * n // world_size, lo + (rank + 1) * n // world_size
