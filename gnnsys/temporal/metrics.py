@@ -34,13 +34,14 @@ def mean_reciprocal_rank(positive: np.ndarray, negatives: np.ndarray) -> float:
     return float((1.0 / rank).mean())
 
 
-def link_metrics(positive: np.ndarray, negatives: np.ndarray, prefix: str) -> dict:
-    """AP of positives against the first negative of each, and MRR against all of them."""
+def link_metrics(positive: np.ndarray, negatives: np.ndarray, prefix: str,
+                 suffix: str = "") -> dict:
+    """AP of positives against the first negative of each, and MRR against all of them,
+    as {prefix}_ap{suffix}, {prefix}_mrr{suffix}, {prefix}_events{suffix}."""
+    keys = [f"{prefix}_{name}{suffix}" for name in ("ap", "mrr", "events")]
     if len(positive) == 0:
-        return {f"{prefix}_ap": float("nan"), f"{prefix}_mrr": float("nan"),
-                f"{prefix}_events": 0}
+        return dict(zip(keys, (float("nan"), float("nan"), 0)))
     scores = np.concatenate([positive, negatives[:, 0]])
     labels = np.r_[np.ones(len(positive)), np.zeros(len(positive))]
-    return {f"{prefix}_ap": average_precision(scores, labels),
-            f"{prefix}_mrr": mean_reciprocal_rank(positive, negatives),
-            f"{prefix}_events": int(len(positive))}
+    return dict(zip(keys, (average_precision(scores, labels),
+                           mean_reciprocal_rank(positive, negatives), int(len(positive)))))

@@ -1,6 +1,7 @@
 """Vertex ownership for a temporal run: range / hash, or balanced from the access counts
 of a simulated training epoch (the same batches, negatives and neighbours the workers will
-use, so the simulation predicts the exchange exactly)."""
+use, so the simulation predicts the exchange exactly); and that prediction itself, byte
+for byte as the communicator counts, for any worker count (`simulate_exchange`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -43,3 +44,47 @@ def predicted_traffic(config, events, owner: np.ndarray, num_workers: int) -> np
     """Per-worker bytes (sent + received) of one dedup training epoch under `owner`."""
     weights = access_weights(config, events, simulate_access(config, events, num_workers))
     return traffic_per_worker(weights, owner)
+
+
+COUNT_BYTES = 8        # each all_to_all first exchanges one int64 count per peer
+CALLS_PER_BATCH = 3    # request ids, reply rows, write-back rows
+
+
+def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> dict:
+    """One training epoch's exchange traffic for both exchanges without running it:
+    {'naive'|'dedup': {'sent': bytes [K], 'recv': bytes [K], 'rows': rows sent},
+    'redundancy': occurrences / unique}, counted exactly as `Communicator` counts."""
+    model, layout = build_model(config, events)
+    read_bytes, write_bytes = 4 * layout.read_width, 4 * layout.write_width
+    K = num_workers
+    out = {mode: {"sent": np.zeros(K), "recv": np.zeros(K), "rows": 0}
+           for mode in ("naive", "dedup")}
+    planners = [BatchPlanner(events, config.sampler.batch_size, r, K, config.train.seed,
+                             config.temporal.num_neighbors, config.temporal.neighbor_strategy,
+                             model.uses_neighbors) for r in range(K)]
+    occurrences = unique = 0
+    for per_rank in zip(*(p.epoch("train", 0, 1) for p in planners)):
+        for g, batch in enumerate(per_rank):
+            needed, written = batch.needed, batch.written
+            occurrences += len(needed)
+            unique += len(np.unique(needed))
+            for mode, o in out.items():
+                reads = np.unique(needed) if mode == "dedup" else needed
+                writes = np.unique(written) if mode == "dedup" else written
+                per_owner_reads = np.bincount(owner[reads], minlength=K)
+                per_owner_writes = np.bincount(owner[writes], minlength=K)
+                remote_reads = per_owner_reads.sum() - per_owner_reads[g]
+                remote_writes = per_owner_writes.sum() - per_owner_writes[g]
+                # g sends 8-byte ids and its write rows; each owner h replies with read rows
+                o["sent"][g] += remote_reads * 8 + remote_writes * write_bytes
+                o["recv"][g] += remote_reads * read_bytes
+                for h in range(K):
+                    if h != g:
+                        o["sent"][h] += per_owner_reads[h] * read_bytes
+                        o["recv"][h] += per_owner_reads[h] * 8 + per_owner_writes[h] * write_bytes
+                o["rows"] += 2 * remote_reads + remote_writes
+        for o in (out["naive"], out["dedup"]):   # count messages: every call, every peer
+            o["sent"] += CALLS_PER_BATCH * COUNT_BYTES * (K - 1)
+            o["recv"] += CALLS_PER_BATCH * COUNT_BYTES * (K - 1)
+    out["redundancy"] = occurrences / max(unique, 1)
+    return out

@@ -168,7 +168,8 @@ class TemporalWorker:
         out = link_metrics(pos, neg, phase)
         if phase == "test":
             new = self.events.new_node_event[ev]
-            out.update(link_metrics(pos[new], neg[new], "test_inductive"))
+            # inductive: events with an endpoint never seen in training (new nodes)
+            out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive"))
         return out
 
     def _traffic(self, seconds: float) -> dict:

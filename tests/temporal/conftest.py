@@ -13,7 +13,8 @@ from gnnsys.temporal_graph import TemporalGraph
 
 
 def make_tiny_graph(num_nodes: int = 60, num_events: int = 1200, edge_dim: int = 0,
-                    seed: int = 0, name: str = "tiny-temporal") -> TemporalGraph:
+                    node_dim: int = 0, seed: int = 0,
+                    name: str = "tiny-temporal") -> TemporalGraph:
     """Destinations come from a small 'hot' set that drifts every 150 events, so recent
     activity (memory, recent neighbours) predicts links; times have ties (several events
     per second) to exercise the latest-by-(time, event) rule."""
@@ -26,8 +27,9 @@ def make_tiny_graph(num_nodes: int = 60, num_events: int = 1200, edge_dim: int =
     src[same] = (src[same] + 1) % num_nodes
     t = np.sort(rng.integers(0, num_events // 2, size=num_events)).astype(np.int64)
     edge_feat = rng.normal(size=(num_events, edge_dim)).astype(np.float32) if edge_dim else None
+    node_feat = rng.normal(size=(num_nodes, node_dim)).astype(np.float32) if node_dim else None
     return TemporalGraph(src=src, dst=dst, t=t, num_nodes=num_nodes, edge_feat=edge_feat,
-                         name=name)
+                         node_feat=node_feat, name=name)
 
 
 @pytest.fixture

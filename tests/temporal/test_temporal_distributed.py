@@ -51,7 +51,7 @@ def test_trainer_fit_two_workers_on_a_bundle(tmp_path):
                      "eval_negatives": 2, "exchange": "naive"}})
     out = gnnsys.Trainer(cfg).fit()
     assert out["workers"] == 2 and out["exchange"] == "naive"
-    for key in ("val_ap", "test_ap", "test_mrr", "test_inductive_ap"):
+    for key in ("val_ap", "test_ap", "test_mrr", "test_ap_inductive"):
         assert math.isfinite(out[key]) and 0 <= out[key] <= 1, key
     assert out["bytes_sent"] > 0 and out["worker_bytes_max"] >= out["worker_bytes_mean"] > 0
     assert out["redundancy"] > 1

@@ -29,7 +29,7 @@ def assert_same_state(a, b):
 @pytest.mark.parametrize("arch", ["tgn", "apan"])
 def test_workers_reproduce_single_process(arch, graph_factory, tiny_config, threaded_workers,
                                           tmp_path):
-    graph = graph_factory(edge_dim=3)
+    graph = graph_factory(edge_dim=3, node_dim=4)   # features travel in the owners' rows
     single = fit(tiny_config(model={"arch": arch}, run={"dir": str(tmp_path / "single")}), graph)
     reference = load(tmp_path / "single")
     traffic = {}
@@ -63,3 +63,18 @@ def test_balanced_ownership_is_no_worse_than_range(graph_factory, tiny_config):
     ranged = vertex_ownership(tiny_config(cluster={"workers": 3}), events)
     assert predicted_traffic(cfg, events, balanced, 3).max() <= \
         predicted_traffic(cfg, events, ranged, 3).max()
+
+
+def test_simulated_exchange_predicts_the_measured_bytes(graph_factory, tiny_config,
+                                                         threaded_workers):
+    from gnnsys.temporal.placement import simulate_exchange
+    events = prepare_events(graph_factory())
+    for exchange in ("dedup", "naive"):
+        cfg = tiny_config(cluster={"workers": 3}, temporal={"exchange": exchange,
+                                                            "ownership": "hash"})
+        owner = vertex_ownership(cfg, events)
+        out = threaded_workers(run_worker, 3, cfg, events, owner)[0]
+        predicted = simulate_exchange(cfg, events, 3, owner)[exchange]
+        assert out["bytes_sent"] == predicted["sent"].sum()
+        assert out["rows_sent"] == predicted["rows"]
+        assert out["worker_bytes_max"] == (predicted["sent"] + predicted["recv"]).max()
