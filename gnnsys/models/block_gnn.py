@@ -75,6 +75,9 @@ class BlockGNN(nn.Module):
             out = conv(x, edge_index, weight)[:num_dst]
         else:
             out = conv((x, x[:num_dst]), edge_index)
+        return self._activate(i, out)
+
+    def _activate(self, i: int, out: torch.Tensor) -> torch.Tensor:
         if i < len(self.convs) - 1:
             out = F.relu(self.norms[i](out))
             out = F.dropout(out, p=self.dropout, training=self.training)
@@ -102,12 +105,19 @@ class BlockGNN(nn.Module):
         steps = range(0, n, batch_size)
         for i in range(len(self.convs)):
             outs = []
+            x_on_device = x.to(device) if self.arch == "sage" else None
             for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
                 stop = min(start + batch_size, n)
                 lo, hi = int(indptr[start]), int(indptr[stop])
                 src = indices[lo:hi]
                 dst = torch.repeat_interleave(torch.arange(stop - start),
                                               indptr[start + 1:stop + 1] - indptr[start:stop])
+                if self.arch == "sage":
+                    # SAGE reads sources by global id straight from x: no relabelling
+                    ei = torch.stack([src, dst]).to(device)
+                    out = self.convs[i]((x_on_device, x_on_device[start:stop]), ei)
+                    outs.append(self._activate(i, out).cpu())
+                    continue
                 # sources: the targets themselves first, then their neighbours
                 nodes, inv = torch.unique(torch.cat([torch.arange(start, stop), src]),
                                           return_inverse=True)
