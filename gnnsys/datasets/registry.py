@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,8 +50,15 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
     return Path(chosen).expanduser()
 
 
+# A non-editable install has no checkout beside the package: setup.cfg installs the
+# registry as a data file under <prefix>/share/gnnsys instead.
+INSTALLED_REGISTRY_FILE = Path(sys.prefix) / "share" / "gnnsys" / "datasets.yaml"
+
+
 def registry_path() -> Path:
-    return Path(os.environ.get(REGISTRY_ENV) or REGISTRY_FILE)
+    if os.environ.get(REGISTRY_ENV):
+        return Path(os.environ[REGISTRY_ENV])
+    return REGISTRY_FILE if REGISTRY_FILE.is_file() else INSTALLED_REGISTRY_FILE
 
 
 def registry() -> dict:
