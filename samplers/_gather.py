@@ -1,9 +1,9 @@
 """Feature-row gather of the fused sampler: rows of n_id copied straight into its buffer.
 
 Each row is a short contiguous copy that LLVM vectorises; rows a few places ahead are
-prefetched line by line, since every row is a random DRAM access. float16 tables are
-passed in as uint16 views (the kernel only moves bits), so one compiled kernel per
-element width serves every dtype. Numba only.
+prefetched line by line, since every row is a random DRAM access. Tables are passed in
+as byte views (the kernel only moves bits), so one compiled kernel serves float32,
+float16 and any other dtype. Numba only.
 
 `row_of` maps global id -> table row (-1: no local copy; that row is zeroed, because the
 buffer is reused and would otherwise hold stale data, and flagged in `is_missing`). An
@@ -19,17 +19,16 @@ from samplers._intrinsics import next_chunk, prefetch, prefetch2d
 # Rows requested ahead of the copy: enough to cover DRAM latency at a row per ~60 ns.
 ROWS_AHEAD = 8
 CACHE_LINE_BYTES = 64
-# Rows per work item of the parallel gather (200 KB of float32 x 100).
+# Rows per work item of the parallel gather (200 KB of 100 float32 features).
 GATHER_BLOCK = 512
 NO_ROW_MAP = np.empty(0, dtype=np.int64)
 NO_MISSING_FLAGS = np.empty(0, dtype=np.uint8)
 
 
-def as_copyable(array: np.ndarray) -> np.ndarray:
-    """The array the gather kernel should see: a plain ndarray (a np.memmap becomes a
-    view of the same pages) and float16 as its bits, which numba copies natively."""
-    array = np.asarray(array)
-    return array.view(np.uint16) if array.dtype == np.float16 else array
+def as_bytes(array: np.ndarray) -> np.ndarray:
+    """The view the gather kernels take: [rows, row bytes] uint8 over the same memory (a
+    np.memmap becomes a plain ndarray view of the same pages). Needs C order."""
+    return np.asarray(array).view(np.uint8)
 
 
 @njit(inline="always", cache=True)
@@ -48,8 +47,7 @@ def _prefetch_row(features, row_of, n_id, i):
     if row < 0:
         return
     width = features.shape[1]
-    step = max(CACHE_LINE_BYTES // features.itemsize, 1)
-    for k in range(0, width, step):
+    for k in range(0, width, CACHE_LINE_BYTES):
         prefetch2d(features, row, k)
     prefetch2d(features, row, width - 1)
 

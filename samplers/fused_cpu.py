@@ -57,7 +57,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_copyable, gather_blocks,
+from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blocks,
                               gather_rows)
 from samplers._hop_sampling import count_hop, fill_hop
 from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
@@ -142,7 +142,7 @@ class FusedSampler:
             raise ValueError(f"FusedSampler: fanouts must be a non-empty list of counts "
                              f">= 0 or -1 (all neighbours), got {list(fanouts)}")
         self.features, self.row_of = self._check_features(features, row_of)
-        self._feature_bits = None if self.features is None else as_copyable(self.features)
+        self._feature_bytes = None if self.features is None else as_bytes(self.features)
         self._row_map = NO_ROW_MAP if self.row_of is None else self.row_of
 
         max_threads = numba.config.NUMBA_NUM_THREADS
@@ -276,8 +276,8 @@ class FusedSampler:
                 x = self._ring_buffer(num_known, keep=gathered)
                 self._is_missing = self._missing_flags(num_known)
                 done, next_id = relabel_beside_gather(
-                    *common, self._feature_bits, self._row_map, gathered, num_known,
-                    as_copyable(x), self._is_missing, self.num_threads)
+                    *common, self._feature_bytes, self._row_map, gathered, num_known,
+                    as_bytes(x), self._is_missing, self.num_threads)
                 gathered = num_known
             else:
                 done, next_id = relabel_hop_serial(*common)
@@ -298,8 +298,8 @@ class FusedSampler:
             return None, no_missing
         x = self._ring_buffer(num_rows, keep=gathered)
         self._is_missing = self._missing_flags(num_rows)
-        gather_rows(self._feature_bits, self._row_map, self._n_id, gathered, num_rows,
-                    as_copyable(x), self._is_missing, self.num_threads)
+        gather_rows(self._feature_bytes, self._row_map, self._n_id, gathered, num_rows,
+                    as_bytes(x), self._is_missing, self.num_threads)
         if self.row_of is None:
             return x, no_missing
         return x, np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64)
