@@ -57,3 +57,10 @@ def test_quality_counts_cut_edges():
 def test_unknown_method_is_named(graph):
     with pytest.raises(ValueError, match="unknown partition method 'louvain'"):
         assign_parts(graph, "louvain", 2)
+
+
+def test_metis_refuses_a_graph_that_would_not_fit(graph, monkeypatch):
+    import partition.metis as metis
+    monkeypatch.setattr(metis, "available_memory_bytes", lambda: 1000)
+    with pytest.raises(ValueError, match="use the streaming partitioner"):
+        metis.metis_parts(graph.indptr, graph.indices, 2)
