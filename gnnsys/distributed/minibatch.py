@@ -62,7 +62,7 @@ def _timed_allreduce_hook(comm):
     return hook
 
 
-class _Worker:
+class _PartWorker:
     """State of one rank's training run."""
 
     def __init__(self, ctx, config, parts_path: str):
@@ -132,7 +132,7 @@ def train_worker(ctx, config, parts_path: str) -> dict:
     from ..models import build_model
 
     torch.manual_seed(config.train.seed)      # same initial weights on every rank
-    w = _Worker(ctx, config, parts_path)
+    w = _PartWorker(ctx, config, parts_path)
     run = RunDir(config.run.dir, writer=ctx.is_main)
     if ctx.attempt == 0:
         run.start(config.run.resume)
