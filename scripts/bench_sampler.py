@@ -10,18 +10,26 @@ Per batch, in the same run and on the same seeds, it times:
               rows as the fused batch gathered (one thread: what a plain copy reaches).
 Methods are interleaved batch by batch so machine noise hits all of them alike. Prints
 a table (median and fastest batch, wall clock; median CPU time of all threads) with
-ratios against the ceiling; --json saves it. On a shared machine, run it with
-OMP_WAIT_POLICY=PASSIVE so idle OpenMP threads sleep instead of spinning on the cores
-the other threads need (the table records the setting).
+ratios against the ceiling; --json saves it.
+
+OpenMP threads (numba's and torch's) sleep between parallel loops here unless
+OMP_WAIT_POLICY says otherwise: on a shared, oversubscribed machine their default
+spinning burns the cores the working threads need (on the 2-core dev box under load
+~15 it made every method 3-6x slower). Set OMP_WAIT_POLICY=ACTIVE to measure the
+spinning default; the table records the setting.
 
     python scripts/bench_sampler.py                        # synthetic-products
     python scripts/bench_sampler.py --nodes 200000 --degree 20 --batches 10   # quick
 """
 from __future__ import annotations
 
+import os
+
+# Before numpy/torch/numba load an OpenMP runtime, which reads it once (see above).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import argparse
 import json
-import os
 import platform
 import sys
 import time
