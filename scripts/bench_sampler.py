@@ -7,7 +7,8 @@ Per batch, in the same run and on the same seeds, it times:
   2. plain:   the same sampling without features, then torch.index_select of the rows
               into a fresh tensor, and into a preallocated out= tensor;
   3. ceiling: numpy.take(features, random_rows, axis=0, out=prealloc) of as many random
-              rows as the fused batch gathered (one thread: what a plain copy reaches).
+              rows as the fused batch gathered (one thread: what a plain copy reaches);
+              for scale, also a contiguous copy of as many bytes (memory bandwidth).
 Methods are interleaved batch by batch so machine noise hits all of them alike. Prints
 a table (median and fastest batch, wall clock; median CPU time of all threads) with
 ratios against the ceiling; --json saves it.
@@ -127,6 +128,9 @@ def run(args) -> dict:
         random_rows = rng.integers(0, num_nodes, size=num_rows)
         t_take, c_take, _ = timed(lambda: np.take(features, random_rows, axis=0,
                                                   out=take_out[:num_rows]))
+        first_rows = min(num_rows, num_nodes)
+        t_copy, c_copy, _ = timed(lambda: np.copyto(take_out[:first_rows],
+                                                    features[:first_rows]))
         if batch < args.warmup:
             continue
         record("fused", t_fused, c_fused)
@@ -136,6 +140,7 @@ def run(args) -> dict:
         record("index_select", t_fresh)
         record("index_select_out", t_out)
         record("take", t_take, c_take)
+        record("copy", t_copy, c_copy)
         for phase in ("sample", "relabel", "gather"):
             record(f"fused_{phase}", fused_phases[phase])
             record(f"fused_seq_{phase}", seq_phases[phase])
@@ -205,6 +210,7 @@ def table(result: dict) -> str:
         line("plain: sample, index_select (fresh)", "plain_fresh", "index_select"),
         line("plain: sample, index_select (out=)", "plain_out", "index_select_out"),
         line("ceiling: numpy.take(out=), same #rows", "take", "take", edges_per_s=False),
+        line("(bandwidth: contiguous copy, same MB)", "copy", "copy", edges_per_s=False),
         "",
         f"fused (default) vs sample + index_select: {m['plain_fresh'] / m['fused']:.2f}x "
         f"faster (fresh), {m['plain_out'] / m['fused']:.2f}x (out=); targets: <= 40 ms/batch "
