@@ -6,8 +6,12 @@ fetches the memory rows it needs from their owners, computes its share of the lo
 replicated model takes exactly the single-process step, and writes the new memory and
 mail of its true src/dst back to their owners. Per batch (TGL semantics):
 
-    fetch rows -> update memory from pending mail (per unique vertex) -> embed roots ->
-    loss, backward, gradient all-reduce, optimizer step -> write back memory + 'last' mail
+    fetch rows (one per unique vertex) -> update memory from pending mail -> embed roots
+    -> loss, backward, gradient all-reduce, optimizer step -> write back memory + 'last' mail
+
+Memory is state, not a parameter: it is written after the step with the values the
+forward computed, and reset at the start of every epoch; validation and test continue
+from the memory the previous phase left (TGN's protocol).
 """
 from __future__ import annotations
 
@@ -65,7 +69,7 @@ class TemporalWorker:
 
     # ----------------------------------------------------------------------- one batch
     def step(self, batch: PreparedBatch, train: bool):
-        ids, rows, inverse = self.exchange.fetch(batch.needed)
+        _, rows, inverse = self.exchange.fetch(batch.needed)
         f = self.layout.unpack_read(rows)
         inv = torch.from_numpy(inverse)
         b, n_neg = len(batch.src), batch.negatives.shape[1]

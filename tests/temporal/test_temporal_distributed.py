@@ -38,20 +38,29 @@ def test_ray_workers_equal_single_process(graph_factory, tiny_config, tmp_path):
 
 @pytest.mark.skipif(shared_data_dir() is None, reason="needs the shared temporal bundles")
 def test_trainer_fit_two_workers_on_a_bundle(tmp_path):
-    # Unix-second gaps (1e7 s) make the time encoding chaotic in the last float bits, so
-    # this run checks the end-to-end path; exact equality is checked above on small times.
-    cfg = gnnsys.config.from_dict({
-        "mode": "temporal", "dataset": {"name": "bitcoin_alpha"},
-        "model": {"arch": "tgn", "heads": 2, "dropout": 0.0},
-        "sampler": {"batch_size": 2000, "threads": 1},
-        "train": {"epochs": 1, "lr": 0.003, "progress": False},
-        "run": {"dir": str(tmp_path / "run")},
-        "cluster": {"workers": 2, "cpus_per_worker": 1},
-        "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16, "num_neighbors": 5,
-                     "eval_negatives": 2, "exchange": "naive"}})
-    out = gnnsys.Trainer(cfg).fit()
+    def config(run, workers):
+        return gnnsys.config.from_dict({
+            "mode": "temporal", "dataset": {"name": "bitcoin_alpha"},
+            "model": {"arch": "tgn", "heads": 2, "dropout": 0.0},
+            "sampler": {"batch_size": 2000, "threads": 1},
+            "train": {"epochs": 1, "lr": 0.003, "progress": False},
+            "run": {"dir": str(tmp_path / run)},
+            "cluster": {"workers": workers, "cpus_per_worker": 1},
+            "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16,
+                         "num_neighbors": 5, "eval_negatives": 2, "exchange": "naive"}})
+
+    single = gnnsys.Trainer(config("single", 1)).fit()
+    out = gnnsys.Trainer(config("double", 2)).fit()
     assert out["workers"] == 2 and out["exchange"] == "naive"
     for key in ("val_ap", "test_ap", "test_mrr", "test_ap_inductive"):
         assert math.isfinite(out[key]) and 0 <= out[key] <= 1, key
-    assert out["bytes_sent"] > 0 and out["worker_bytes_max"] >= out["worker_bytes_mean"] > 0
+    assert single["bytes_sent"] == 0 < out["bytes_sent"]
+    assert out["worker_bytes_max"] >= out["worker_bytes_mean"] > 0
     assert out["redundancy"] > 1
+    # Unix-second gaps (~1e7 s) make the learned time encoding amplify last-bit float
+    # differences, so the float state is compared exactly only on small times (above);
+    # which vertex holds which mail at which time must still match exactly here.
+    a = torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=False)["memory"]
+    b = torch.load(tmp_path / "double" / "checkpoint.pt", weights_only=False)["memory"]
+    for name in ("vertex", "mem_ts", "mail_ts", "next_slot"):
+        assert (a[name] == b[name]).all(), name
