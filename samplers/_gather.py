@@ -37,11 +37,11 @@ def _table_row(row_of, node):
 
 
 @njit(inline="always", cache=True)
-def _prefetch_row(features, row_of, n_id, i):
+def _prefetch_row(features, row_of, n_id, i, end):
     """Request every cache line of the table row of n_id[i] (rows need not start on a
-    line). Through row_of, also request row_of's entry for a row further on."""
+    line). Through row_of, also request row_of's entry for a row further on (< end)."""
     if row_of.size:
-        if i + ROWS_AHEAD < n_id.size:
+        if i + ROWS_AHEAD < end:
             prefetch(row_of, n_id[i + ROWS_AHEAD])
     row = _table_row(row_of, n_id[i])
     if row < 0:
@@ -56,10 +56,10 @@ def _prefetch_row(features, row_of, n_id, i):
 def _copy_rows(features, row_of, n_id, begin, end, out, is_missing):
     width = features.shape[1]
     for i in range(begin, min(begin + ROWS_AHEAD, end)):
-        _prefetch_row(features, row_of, n_id, i)
+        _prefetch_row(features, row_of, n_id, i, end)
     for i in range(begin, end):
         if i + ROWS_AHEAD < end:
-            _prefetch_row(features, row_of, n_id, i + ROWS_AHEAD)
+            _prefetch_row(features, row_of, n_id, i + ROWS_AHEAD, end)
         row = _table_row(row_of, n_id[i])
         if row < 0:
             is_missing[i] = 1
