@@ -49,3 +49,16 @@ def test_resume_reproduces_the_straight_run(tiny_graph, tiny_config, tmp_path):
 def test_wrong_arch_is_a_clear_error(tiny_graph, tiny_config):
     with pytest.raises(ValueError, match="tgn, jodie or apan"):
         fit(tiny_config(model={"arch": "sage"}), tiny_graph)
+
+
+def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
+    # batches sampled ahead in a thread must train exactly like inline sampling: the
+    # prefetcher never touches memory, which is read only after the previous write-back
+    for depth in (0, 3):
+        fit(tiny_config(sampler={"prefetch": depth}, run={"dir": str(tmp_path / str(depth))}),
+            tiny_graph)
+    a = torch.load(tmp_path / "0" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "3" / "checkpoint.pt", weights_only=False)
+    for name, value in a["model"].items():
+        assert torch.equal(b["model"][name], value), name
+    assert torch.equal(a["memory"]["memory"], b["memory"]["memory"])
