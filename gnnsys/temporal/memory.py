@@ -25,7 +25,9 @@ NO_MAIL = -1.0   # mail timestamp of an empty mailbox slot (times are >= 0, rela
 
 def f64_to_words(x: torch.Tensor) -> torch.Tensor:
     """[n] float64 -> [n, 2] float32 carrying the same bits."""
-    return x.to(torch.float64).contiguous().view(torch.float32).reshape(-1, 2)
+    flat = torch.empty(x.numel(), dtype=torch.float64)   # fresh: stride 1, even when empty
+    flat.copy_(x.reshape(-1))
+    return flat.view(torch.float32).reshape(-1, 2)
 
 
 def words_to_f64(w: torch.Tensor) -> torch.Tensor:
@@ -123,9 +125,10 @@ class MemoryStore:
 
     def read(self, vertex: np.ndarray) -> torch.Tensor:
         s = self._slots(np.asarray(vertex, dtype=np.int64))
-        n = len(s)
-        parts = [self.memory[s], self.mailbox[s].reshape(n, -1), f64_to_words(self.mem_ts[s]),
-                 f64_to_words(self.mail_ts[s].reshape(-1)).reshape(n, -1)]
+        n, m = len(s), self.layout.mailbox_size
+        parts = [self.memory[s], self.mailbox[s].reshape(n, m * self.layout.mail_dim),
+                 f64_to_words(self.mem_ts[s]),
+                 f64_to_words(self.mail_ts[s].reshape(-1)).reshape(n, 2 * m)]
         if self.node_feat is not None:
             parts.append(self.node_feat[s])
         return torch.cat(parts, dim=1)

@@ -112,7 +112,7 @@ class MultiHeadAttention(nn.Module):
         # rows without any valid slot would softmax to NaN: give them a dummy zero row
         logits = torch.where(any_valid.view(n, 1, 1), logits, torch.zeros_like(logits))
         weights = self.dropout(torch.softmax(logits, dim=1))
-        out = (weights.unsqueeze(-1) * value).sum(1).reshape(n, -1)
+        out = (weights.unsqueeze(-1) * value).sum(1).reshape(n, self.heads * self.head_dim)
         return self.out(out) * any_valid.unsqueeze(1)
 
 

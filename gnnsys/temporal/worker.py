@@ -81,7 +81,7 @@ class TemporalWorker:
             h, memory, memory_ts = self.model.forward_roots(f, inv, roots, root_time,
                                                             neighbors, num_written=2 * b)
             h_src, h_dst = h[:b], h[b:2 * b]
-            h_neg = h[2 * b:].reshape(b, n_neg, -1)
+            h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
             pos = self.model.score(h_src, h_dst)
             neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size

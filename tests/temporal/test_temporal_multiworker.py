@@ -78,3 +78,16 @@ def test_simulated_exchange_predicts_the_measured_bytes(graph_factory, tiny_conf
         assert out["bytes_sent"] == predicted["sent"].sum()
         assert out["rows_sent"] == predicted["rows"]
         assert out["worker_bytes_max"] == (predicted["sent"] + predicted["recv"]).max()
+
+
+def test_workers_with_empty_shards(graph_factory, tiny_config, threaded_workers, tmp_path):
+    # 841 of 842 training events in the first batch: the last batch has one event, so two
+    # of three workers hold empty shards yet must take part in every collective
+    graph = graph_factory()
+    sections = dict(sampler={"batch_size": 841})
+    single = fit(tiny_config(run={"dir": str(tmp_path / "single")}, **sections), graph)
+    cfg = tiny_config(run={"dir": str(tmp_path / "three")}, cluster={"workers": 3}, **sections)
+    events = prepare_events(graph)
+    out = threaded_workers(run_worker, 3, cfg, events, vertex_ownership(cfg, events))[0]
+    assert_same_state(load(tmp_path / "single"), load(tmp_path / "three"))
+    assert out["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
