@@ -101,12 +101,14 @@ class _Worker:
         timeout = timedelta(seconds=config.cluster.timeout_s)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
                                 timeout=timeout)
-        self.fetch_group = dist.new_group(backend=backend, timeout=timeout)
+        # Feature rows live in host memory (the fused sampler gathers there), so the
+        # fetch group is gloo even when gradients go over NCCL.
+        self.fetch_group = dist.new_group(backend="gloo", timeout=timeout)
         return True
 
     def run(self, fn, config, attempt, args):
         comm = Communicator(self.rank, self.world_size, self.device)
-        fetch = Communicator(self.rank, self.world_size, self.device, group=self.fetch_group)
+        fetch = Communicator(self.rank, self.world_size, "cpu", group=self.fetch_group)
         ctx = WorkerContext(self.rank, self.world_size, self.device, comm, attempt,
                             fetch_comm=fetch)
         return fn(ctx, config, *args)
