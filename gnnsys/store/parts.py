@@ -29,6 +29,7 @@ def parts_dir(config) -> Path:
 def expected_manifest(config) -> dict:
     d = config.dataset
     return {"dataset_key": d.name, "split": d.split, "params": dict(d.params or {}),
+            "normalize_features": d.normalize_features,
             "method": config.partition.method, "num_parts": num_parts(config)}
 
 
@@ -48,13 +49,10 @@ def ensure_partitions(config, force: bool = False, progress: bool = True) -> Par
     if path.exists() and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")
-    from ..datasets import load_dataset
+    from ..modes.minibatch import load_graph
     from ..runlog import progress as bar
-    d = config.dataset
-    graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None)
-    if not hasattr(graph, "indptr"):
-        raise ValueError(f"dataset '{d.name}' is temporal; only static graphs are partitioned "
-                         "here")
+    # The same graph single-machine training sees (validated, features normalised).
+    graph = load_graph(config)
     build_partitions(graph, path, method=config.partition.method, num_parts=num_parts(config),
                      fanouts=list(config.sampler.fanouts),
                      batch_size=config.sampler.batch_size, seed=config.train.seed,
