@@ -39,6 +39,8 @@ class FeatureStore:
         self.table[:n_local] = local_x
         # The cache is filled once, before training, with the same exchange as a batch.
         self.table[n_local:] = fetcher.fetch(self.cached_ids)
+        # Serve peers from the in-memory copy from now on, not from the memory-mapped file.
+        fetcher.local_rows = self.table[:n_local]
         # Keep the one-off fill's traffic out of the first epoch's counters.
         self.fill_traffic = fetcher.comm.reset_stats()
         fetcher.rows_served = fetcher.rows_requested = 0
