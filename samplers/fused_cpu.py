@@ -121,7 +121,7 @@ class FusedSampler:
     Memory kept between calls: num_buffers feature buffers of about 1.25x the largest
     batch (synthetic-products, fanouts 15/10/5, batch 1024: 565k rows, 4 x 280 MB),
     int64 workspaces of the largest hop's picks, and the node map (16 bytes per slot,
-    1-2x the largest batch's node count in slots).
+    1.7-3.3 slots per node of the largest batch).
     """
 
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
