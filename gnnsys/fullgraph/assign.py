@@ -41,7 +41,7 @@ class VarianceTracer:
         self.tau = {}
 
     def __call__(self, key: str, peer: int, row_range: torch.Tensor, dim: int) -> None:
-        contribution = (dim / 6.0) * row_range.double() ** 2
+        contribution = (dim / 6.0) * row_range.detach().cpu().double() ** 2
         slot = (key, peer)
         if slot in self.tau and self.tau[slot].shape == contribution.shape:
             self.tau[slot] += contribution
@@ -75,8 +75,9 @@ def profile_links(comm, min_bytes: int, max_bytes: int, points: int,
         peer = (rank + shift) % world
 
         def send(size: int) -> float:
-            blocks = [torch.zeros(0, dtype=torch.uint8) for _ in range(world)]
-            blocks[peer] = torch.zeros(int(size), dtype=torch.uint8)
+            blocks = [torch.zeros(0, dtype=torch.uint8, device=comm.device)
+                      for _ in range(world)]
+            blocks[peer] = torch.zeros(int(size), dtype=torch.uint8, device=comm.device)
             start = time.perf_counter()
             comm.all_to_all(blocks)
             return (time.perf_counter() - start) * 1e3

@@ -14,7 +14,8 @@ layer's aggregation over a partition:
 With overlap on, the exchange (quantise, all-to-all, dequantise) runs on a one-thread
 executor while the main thread computes the parts that need no remote rows; the
 collectives are issued only by that thread while it runs, so every rank still issues
-them in the same order.
+them in the same order. Tensors live on the exchanger's device; on a GPU both threads
+enqueue on the default CUDA stream (AdaQP's separate "marginal" stream is not done here).
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ class HaloExchanger:
 
     def __init__(self, plan: HaloPlan, comm, timers: EpochTimers, *,
                  assignment: BitAssignment | None = None, overlap: bool = False,
-                 seed: int = 0, tracer=None):
+                 seed: int = 0, tracer=None, device=None):
         self.plan, self.comm, self.timers = plan, comm, timers
         self.assignment = assignment
         self.overlap = overlap
@@ -98,8 +99,10 @@ class HaloExchanger:
         self.rank, self.world_size = plan.rank, plan.world_size
         # A private generator: quantisation noise must not shift the dropout stream,
         # and it runs on the communication thread.
-        self.generator = torch.Generator().manual_seed(seed * 7919 + self.rank)
-        self.send_index = [torch.from_numpy(idx.astype(np.int64)) for idx in plan.send_idx]
+        self.device = torch.device(device or "cpu")
+        self.generator = torch.Generator(device=self.device).manual_seed(seed * 7919 + self.rank)
+        self.send_index = [torch.from_numpy(idx.astype(np.int64)).to(self.device)
+                           for idx in plan.send_idx]
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="halo-comm") if overlap else None
 
     @property
@@ -129,7 +132,7 @@ class HaloExchanger:
             payloads = []
             for peer, block in enumerate(blocks):
                 if peer == self.rank or len(block) == 0:
-                    payloads.append(torch.zeros(0, dtype=torch.uint8))
+                    payloads.append(torch.zeros(0, dtype=torch.uint8, device=self.device))
                     continue
                 bits = self.assignment.bits(key, self.rank, peer, len(block))
                 payload, row_range = encode_message(block.detach(), bits, self.generator)
@@ -143,7 +146,7 @@ class HaloExchanger:
             for peer, payload in enumerate(received):
                 rows = self._incoming_rows(key, peer)
                 if peer == self.rank or rows == 0:
-                    out.append(torch.zeros(rows, dim))
+                    out.append(torch.zeros(rows, dim, device=self.device))
                     continue
                 bits = self.assignment.bits(key, peer, self.rank, rows)
                 out.append(decode_message(payload, bits, dim))

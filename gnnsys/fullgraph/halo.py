@@ -32,36 +32,78 @@ ARCHS = ("gcn", "sage")
 
 
 # ----------------------------------------------------------------------------- weights
+CHUNK_EDGES = 1 << 23      # edges per streamed chunk: bounds the int64 temporaries (~300 MB)
+
+
 @dataclass
-class WeightedEdges:
-    """The aggregation operator of the whole graph as weighted (src -> dst) edges."""
-    src: np.ndarray
-    dst: np.ndarray
-    weight: np.ndarray         # float32
-
-
-def aggregation_edges(graph: Graph, arch: str) -> WeightedEdges:
-    """Edges and weights of the full-graph aggregation, from global degrees.
+class AggregationWeights:
+    """Global degrees that fix every edge weight of the full-graph aggregation.
 
     GCN: self-loops removed then added, weight 1/sqrt(d_out(u) d_in(v)).
     SAGE: self-loops removed, weight 1/d_in(v) (the mean); the root term is separate."""
+    arch: str
+    d_in: np.ndarray           # float64 [N]
+    d_out: np.ndarray          # float64 [N]
+
+    def weight(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        if self.arch == "gcn":
+            return (1.0 / np.sqrt(self.d_out[src] * self.d_in[dst])).astype(np.float32)
+        return (1.0 / self.d_in[dst]).astype(np.float32)
+
+
+def _edge_chunks(graph: Graph, chunk_edges: int | None = None):
+    """(src, dst) int64 chunks of the CSR's edges with self-loops dropped, in row order."""
+    indptr, n = graph.indptr, graph.num_nodes
+    chunk_edges = chunk_edges or CHUNK_EDGES
+    row = 0
+    while row < n:
+        end = int(np.searchsorted(indptr, indptr[row] + chunk_edges, side="right")) - 1
+        end = min(max(end, row + 1), n)
+        dst = np.repeat(np.arange(row, end, dtype=np.int64), np.diff(indptr[row:end + 1]))
+        src = np.asarray(graph.indices[indptr[row]:indptr[end]], dtype=np.int64)
+        keep = src != dst
+        yield src[keep], dst[keep]
+        row = end
+
+
+def aggregation_weights(graph: Graph, arch: str) -> AggregationWeights:
+    """The degrees behind the full-graph aggregation weights (one streamed pass)."""
     if arch not in ARCHS:
         raise ValueError(f"full-graph mode supports model.arch in {ARCHS}, got '{arch}'")
     n = graph.num_nodes
-    dst = np.repeat(np.arange(n, dtype=np.int64), graph.degree())
-    src = graph.indices.astype(np.int64)
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    if arch == "gcn":
-        loops = np.arange(n, dtype=np.int64)
-        src, dst = np.concatenate([src, loops]), np.concatenate([dst, loops])
-        d_in = np.bincount(dst, minlength=n).astype(np.float64)
-        d_out = np.bincount(src, minlength=n).astype(np.float64)
-        weight = 1.0 / np.sqrt(d_out[src] * d_in[dst])
+    d_in, d_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
+    for src, dst in _edge_chunks(graph):
+        d_in += np.bincount(dst, minlength=n)
+        d_out += np.bincount(src, minlength=n)
+    if arch == "gcn":                         # the added self-loop counts on both sides
+        d_in, d_out = d_in + 1, d_out + 1
     else:
-        d_in = np.maximum(np.bincount(dst, minlength=n), 1).astype(np.float64)
-        weight = 1.0 / d_in[dst]
-    return WeightedEdges(src, dst, weight.astype(np.float32))
+        d_in = np.maximum(d_in, 1)            # an isolated node aggregates nothing
+    return AggregationWeights(arch, d_in.astype(np.float64), d_out.astype(np.float64))
+
+
+def _partition_edges(graph: Graph, parts: np.ndarray, rank: int, weights: AggregationWeights):
+    """Stream the edges once; keep those into `rank` and those leaving it.
+
+    Returns ((src, dst, weight) of edges whose destination is mine, self-loops included for
+    GCN; (src, dst_part, weight) of edges from my nodes into other partitions)."""
+    into, out = [], []
+    for src, dst in _edge_chunks(graph):
+        src_part, dst_part = parts[src], parts[dst]
+        mine = dst_part == rank
+        into.append((src[mine], dst[mine]))
+        leaving = (src_part == rank) & ~mine
+        out.append((src[leaving], dst[leaving], dst_part[leaving]))
+    if weights.arch == "gcn":
+        loops = np.flatnonzero(parts == rank)
+        into.append((loops, loops))
+    src = np.concatenate([c[0] for c in into])
+    dst = np.concatenate([c[1] for c in into])
+    out_src = np.concatenate([c[0] for c in out])
+    out_dst = np.concatenate([c[1] for c in out])
+    out_part = np.concatenate([c[2] for c in out])
+    return ((src, dst, weights.weight(src, dst)),
+            (out_src, out_part, weights.weight(out_src, out_dst)))
 
 
 # ----------------------------------------------------------------------------- operators
@@ -87,6 +129,9 @@ class SparseOperator:
     def from_scipy(cls, matrix) -> "SparseOperator":
         matrix = sp.csr_matrix(matrix, dtype=np.float32)
         return cls(_torch_csr(matrix), _torch_csr(matrix.T.tocsr()))
+
+    def to(self, device) -> "SparseOperator":
+        return SparseOperator(self.forward.to(device), self.transpose.to(device))
 
     @property
     def shape(self):
@@ -141,6 +186,12 @@ class HaloPlan:
         self._sorted_order = np.argsort(self.inner_gid, kind="stable")
         self._sorted_gid = self.inner_gid[self._sorted_order]
 
+    def to(self, device) -> "HaloPlan":
+        """Move the aggregation operators to `device` (index lists stay numpy)."""
+        for name in ("central", "marginal_local", "marginal_halo"):
+            setattr(self, name, getattr(self, name).to(device))
+        return self
+
     def summary(self) -> dict:
         return {"inner": self.num_inner, "central": self.num_central,
                 "marginal": self.num_marginal, "halo": self.num_halo,
@@ -148,20 +199,21 @@ class HaloPlan:
 
 
 def build_halo_plan(graph: Graph, parts: np.ndarray, rank: int, world_size: int,
-                    arch: str, edges: WeightedEdges | None = None) -> HaloPlan:
-    """Derive partition `rank`'s plan from the global vertex partition `parts` [N]."""
+                    arch: str, weights: AggregationWeights | None = None) -> HaloPlan:
+    """Derive partition `rank`'s plan from the global vertex partition `parts` [N].
+
+    Memory is O(E/K + cut) beyond the graph: the edges are streamed in chunks."""
     parts = np.asarray(parts, dtype=np.int64)
     n = graph.num_nodes
     if parts.shape != (n,) or (n and (parts.min() < 0 or parts.max() >= world_size)):
         raise ValueError(f"partition vector must have {n} entries in [0, {world_size}); "
                          f"got shape {parts.shape}")
-    edges = edges or aggregation_edges(graph, arch)
-    src_part, dst_part = parts[edges.src], parts[edges.dst]
+    weights = weights or aggregation_weights(graph, arch)
+    (src, dst, weight), (out_src, out_part, out_weight) = _partition_edges(
+        graph, parts, rank, weights)
 
-    # edges into my nodes, and which of them cross from another partition
-    mine = dst_part == rank
-    src, dst, weight = edges.src[mine], edges.dst[mine], edges.weight[mine]
-    remote = src_part[mine] != rank
+    # which in-edges of my nodes cross from another partition
+    remote = parts[src] != rank
     inner = np.flatnonzero(parts == rank)
     is_marginal = np.zeros(n, bool)
     is_marginal[dst[remote]] = True
@@ -185,11 +237,11 @@ def build_halo_plan(graph: Graph, parts: np.ndarray, rank: int, world_size: int,
         raise AssertionError("a central node has a halo in-neighbour; the node classes are wrong")
     marginal = full[n_central:]
 
-    # what I send: my nodes with an out-edge into partition p, in p's halo slot order
-    out_cut = (src_part == rank) & (dst_part != rank)
-    key = dst_part[out_cut] * n + edges.src[out_cut]
-    keys, inverse = np.unique(key, return_inverse=True)
-    scores = np.bincount(inverse, weights=edges.weight[out_cut].astype(np.float64))
+    del src, dst, weight, rows, cols
+    # what I send: my nodes with an out-edge into partition p, in p's halo slot order;
+    # the summed weights of those edges are the receivers' aggregation scores
+    keys, inverse = np.unique(out_part * n + out_src, return_inverse=True)
+    scores = np.bincount(inverse, weights=out_weight.astype(np.float64))
     key_peer, key_gid = keys // n, keys % n
     send_idx, send_scores, recv_ranges = [], [], []
     owner_bounds = np.searchsorted(halo_owner, np.arange(world_size + 1))

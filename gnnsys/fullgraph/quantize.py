@@ -46,15 +46,16 @@ def quantize_rows(h: torch.Tensor, bits: int, generator: torch.Generator | None 
     h = h.float()
     top = (1 << bits) - 1
     if h.shape[0] == 0 or h.shape[1] == 0:
-        empty = torch.zeros(h.shape[0])
-        return torch.zeros(h.shape, dtype=torch.uint8), empty, empty.clone(), empty.clone()
+        empty = h.new_zeros(h.shape[0])
+        return torch.zeros(h.shape, dtype=torch.uint8, device=h.device), empty, empty.clone(), \
+            empty.clone()
     row_min, row_max = h.aminmax(dim=1)
     minimum = _round_bf16(row_min, -float("inf"))
     step = _round_bf16((row_max - minimum) / top, float("inf"))
     # A constant row (max == min) would divide by zero: any positive step codes it as 0.
     step = torch.where(step > 0, step, torch.ones_like(step))
     scaled = (h - minimum[:, None]) / step[:, None]
-    noise = torch.rand(h.shape, generator=generator, dtype=h.dtype)
+    noise = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device)
     # Clamp: fp rounding can put `scaled` a hair above `top`, and a code of 2^b would
     # spill into the neighbouring row's bits after packing.
     codes = torch.floor(scaled + noise).clamp_(0, top).to(torch.uint8)
@@ -90,7 +91,7 @@ def pack_codes(codes: torch.Tensor, bits: int) -> torch.Tensor:
     if pad:
         codes = torch.cat([codes, codes.new_zeros(pad, d)])
     grouped = codes.view(-1, per, d).to(torch.int32)
-    shifts = (torch.arange(per, dtype=torch.int32) * bits).view(1, per, 1)
+    shifts = (torch.arange(per, dtype=torch.int32, device=codes.device) * bits).view(1, per, 1)
     # Fields do not overlap (codes < 2^bits), so the sum equals the bitwise OR.
     return (grouped << shifts).sum(dim=1).to(torch.uint8).reshape(-1)
 
@@ -105,7 +106,7 @@ def unpack_codes(packed: torch.Tensor, num_rows: int, dim: int, bits: int) -> to
     if per == 1:
         return packed.view(num_rows, dim)
     grouped = packed.view(-1, 1, dim).to(torch.int32)
-    shifts = (torch.arange(per, dtype=torch.int32) * bits).view(1, per, 1)
+    shifts = (torch.arange(per, dtype=torch.int32, device=packed.device) * bits).view(1, per, 1)
     codes = (grouped >> shifts) & ((1 << bits) - 1)
     return codes.to(torch.uint8).reshape(-1, dim)[:num_rows]
 
@@ -135,7 +136,8 @@ def encode_message(h: torch.Tensor, bits_per_row: np.ndarray,
         raise ValueError(f"{len(bits_per_row)} bit-widths for a message of {h.shape[0]} rows")
     order = message_order(bits_per_row)
     sorted_bits = bits_per_row[order]
-    h = h[torch.from_numpy(order)] if not _is_identity(order) else h
+    wire_order = torch.from_numpy(order).to(h.device)
+    h = h[wire_order] if not _is_identity(order) else h
     chunks, minima, steps, ranges = [], [], [], []
     start = 0
     for bits in SUPPORTED_BITS:
@@ -152,11 +154,11 @@ def encode_message(h: torch.Tensor, bits_per_row: np.ndarray,
         raise ValueError(f"bit-widths must be in {SUPPORTED_BITS}; got "
                          f"{sorted(set(bits_per_row.tolist()) - set(SUPPORTED_BITS))}")
     if not chunks:
-        return torch.zeros(0, dtype=torch.uint8), torch.zeros(0)
+        return torch.zeros(0, dtype=torch.uint8, device=h.device), h.new_zeros(0)
     params = torch.stack([torch.cat(minima), torch.cat(steps)]).to(torch.bfloat16)
     payload = torch.cat(chunks + [params.reshape(-1).view(torch.uint8)])
-    row_range = torch.empty(h.shape[0])
-    row_range[torch.from_numpy(order)] = torch.cat(ranges)
+    row_range = h.new_empty(h.shape[0])
+    row_range[wire_order] = torch.cat(ranges)
     return payload, row_range
 
 
@@ -168,13 +170,13 @@ def decode_message(payload: torch.Tensor, bits_per_row: np.ndarray, dim: int) ->
         raise ValueError(f"message has {payload.numel()} bytes, expected "
                          f"{message_size(bits_per_row, dim)} for {n} rows of width {dim}")
     if n == 0:
-        return torch.zeros(0, dim)
+        return torch.zeros(0, dim, device=payload.device)
     order = message_order(bits_per_row)
     sorted_bits = bits_per_row[order]
     # clone: the parameter block may start at an odd offset, which a bf16 view rejects
     params = payload[payload.numel() - PARAM_BYTES_PER_ROW * n:].clone().view(torch.bfloat16)
     minimum, step = params.view(2, n).float()
-    out_sorted = torch.empty(n, dim)
+    out_sorted = torch.empty(n, dim, device=payload.device)
     offset, start = 0, 0
     for bits in SUPPORTED_BITS:
         count = int(np.count_nonzero(sorted_bits == bits))
@@ -189,7 +191,7 @@ def decode_message(payload: torch.Tensor, bits_per_row: np.ndarray, dim: int) ->
     if _is_identity(order):
         return out_sorted
     out = torch.empty_like(out_sorted)
-    out[torch.from_numpy(order)] = out_sorted
+    out[torch.from_numpy(order).to(out.device)] = out_sorted
     return out
 
 

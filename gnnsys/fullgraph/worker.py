@@ -7,6 +7,8 @@ boundary exchange, all-reduce the gradients (SUM: the loss is already divided by
 global number of training nodes), evaluate in full precision and log one metrics line
 on rank 0. Adaptive mode re-solves the bit-widths every `assign_every` epochs from the
 statistics traced during the previous cycle (the first cycle runs at the largest width).
+Features, model and aggregation operators live on `ctx.device` (CPU with gloo in this
+repo's tests; the CUDA path follows the same code but has not been run on a GPU).
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from ..metrics import METRIC_KEY, roc_auc
 from ..runlog import RunDir, progress
 from .assign import AdaptiveAssigner, profile_links
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
-from .halo import aggregation_edges, build_halo_plan, partition_vertices
+from .halo import aggregation_weights, build_halo_plan, partition_vertices
 from .model import FullGraphGNN
 from .quantize import message_size
 from .timing import EpochTimers
@@ -45,9 +47,11 @@ def load_graph(config):
 class LocalData:
     """This rank's features, labels and split rows, in the plan's local order."""
 
-    def __init__(self, graph, plan):
-        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[plan.inner_gid], dtype=np.float32))
-        self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)[plan.inner_gid])
+    def __init__(self, graph, plan, device=None):
+        device = torch.device(device or "cpu")
+        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[plan.inner_gid],
+                                                       dtype=np.float32)).to(device)
+        self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)[plan.inner_gid]).to(device)
         labelled = np.asarray(graph.y) >= 0
         self.split = {}
         self.global_count = {}
@@ -55,7 +59,7 @@ class LocalData:
             ids = getattr(graph, f"{name}_idx")
             ids = np.zeros(0, np.int64) if ids is None else np.asarray(ids, np.int64)
             ids = ids[labelled[ids]]           # e.g. CiteSeer's unlabelled test-range nodes
-            self.split[name] = torch.from_numpy(plan.local_index(ids))
+            self.split[name] = torch.from_numpy(plan.local_index(ids)).to(device)
             self.global_count[name] = len(ids)
 
 
@@ -71,14 +75,14 @@ def train_worker(ctx, config, graph=None) -> dict:
     show = config.train.progress and ctx.is_main
     metric_key = METRIC_KEY[graph.metric]
 
-    plan = _build_plan(ctx, config, graph)
-    data = LocalData(graph, plan)
+    plan = _build_plan(ctx, config, graph).to(ctx.device)
+    data = LocalData(graph, plan, ctx.device)
     if data.global_count["train"] == 0:
         raise ValueError(f"dataset '{graph.name}' has no labelled training nodes")
     torch.manual_seed(config.train.seed)   # identical initial replicas on every rank
     model = FullGraphGNN(config.model.arch, graph.num_features, config.model.hidden,
                          graph.num_classes, config.model.layers, config.model.dropout,
-                         fg.layer_norm)
+                         fg.layer_norm).to(ctx.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr,
                                  weight_decay=config.train.weight_decay)
     timers = EpochTimers()
@@ -86,7 +90,7 @@ def train_worker(ctx, config, graph=None) -> dict:
     assignment = BitAssignment(q.uniform_bits if q.mode == "uniform" else max(q.bits)) \
         if quantizing else None
     exchanger = HaloExchanger(plan, comm, timers, assignment=assignment, overlap=fg.overlap,
-                              seed=config.train.seed)
+                              seed=config.train.seed, device=ctx.device)
     key_dims = _message_widths(model, graph.num_features, config.model.hidden)
     assigner, setup = None, {"partition": plan.summary()}
     if quantizing and q.mode == "adaptive":
@@ -123,6 +127,7 @@ def train_worker(ctx, config, graph=None) -> dict:
             if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
                 record.update(_evaluate(model, data, exchanger, comm, graph.metric, metric_key))
                 val = record[f"val_{metric_key}"]
+                state["last_test"] = record[f"test_{metric_key}"]
                 if val > state["best_val"]:
                     state.update(best_val=val, best_epoch=epoch,
                                  best_test=record[f"test_{metric_key}"])
@@ -150,8 +155,8 @@ def _build_plan(ctx, config, graph):
         parts = partition_vertices(graph, ctx.world_size, config.partition.method,
                                    seed=config.train.seed)
     parts = ctx.comm.broadcast_object(parts, src=0)
-    edges = aggregation_edges(graph, config.model.arch)
-    return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, edges)
+    weights = aggregation_weights(graph, config.model.arch)
+    return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, weights)
 
 
 def _message_widths(model, in_dim: int, hidden: int) -> dict:
@@ -192,7 +197,8 @@ def _train_step(model, optimizer, data, exchanger, comm, timers) -> dict:
     seconds = timers.pop()
     # one small all-reduce: sums of loss, counts and bytes; times averaged over ranks
     totals = torch.tensor([loss.item(), correct, message_bytes, reduce_bytes]
-                          + [seconds.get(name, 0.0) for _, name in TIME_KEYS], dtype=torch.float64)
+                          + [seconds.get(name, 0.0) for _, name in TIME_KEYS],
+                          dtype=torch.float64, device=data.x.device)
     comm.all_reduce(totals, op="sum")
     record = {"loss": totals[0].item(), "train_acc": totals[1].item() / data.global_count["train"],
               "bytes_sent": int(totals[2]), "bytes_reduce": int(totals[3])}
@@ -229,12 +235,12 @@ def _split_metric(logits, data, name, metric, comm) -> float:
         return float("nan")
     if metric == "accuracy":
         correct = torch.tensor([(logits[rows].argmax(-1) == data.y[rows]).sum().item()],
-                               dtype=torch.float64)
+                               dtype=torch.float64, device=logits.device)
         comm.all_reduce(correct, op="sum")
         return correct.item() / data.global_count[name]
     if metric == "roc_auc":
-        margin = (logits[rows, 1] - logits[rows, 0]).numpy()
-        parts = comm.all_gather_object((margin, data.y[rows].numpy()))
+        margin = (logits[rows, 1] - logits[rows, 0]).cpu().numpy()
+        parts = comm.all_gather_object((margin, data.y[rows].cpu().numpy()))
         scores = torch.from_numpy(np.concatenate([p[0] for p in parts]))
         labels = torch.from_numpy(np.concatenate([p[1] for p in parts]))
         return roc_auc(scores, labels)
@@ -249,7 +255,8 @@ def _checkpoint(state, model, optimizer, exchanger) -> dict:
 
 
 def _resume(run, config, comm, model, optimizer, exchanger) -> dict:
-    state = {"epoch": -1, "best_val": float("-inf"), "best_epoch": -1, "best_test": float("nan")}
+    state = {"epoch": -1, "best_val": float("-inf"), "best_epoch": -1, "best_test": float("nan"),
+             "last_test": float("nan")}
     if not config.run.resume:
         return state
     # rank 0 reads, everyone receives: the run dir need not be shared between machines
@@ -260,7 +267,7 @@ def _resume(run, config, comm, model, optimizer, exchanger) -> dict:
     optimizer.load_state_dict(ckpt["optimizer"])
     if ckpt.get("assignment") is not None and exchanger.assignment is not None:
         exchanger.assignment = BitAssignment.from_state_dict(ckpt["assignment"])
-    state.update({k: ckpt[k] for k in state})
+    state.update({k: ckpt[k] for k in state if k in ckpt})
     run.truncate_metrics_after(ckpt["epoch"])
     return state
 
@@ -268,7 +275,10 @@ def _resume(run, config, comm, model, optimizer, exchanger) -> dict:
 def _final(run, state, history, metric_key, plan, comm) -> dict:
     """Test metric of the best-validation epoch, plus traffic and time averages."""
     result = {"epochs": state["epoch"] + 1, "best_epoch": state["best_epoch"],
-              f"val_{metric_key}": state["best_val"], f"test_{metric_key}": state["best_test"]}
+              f"val_{metric_key}": state["best_val"], f"test_{metric_key}": state["best_test"],
+              # the last evaluation too: quantisation acts late in training, after the
+              # first (8-bit) cycle, and the best-validation epoch can come before that
+              f"test_{metric_key}_last": state["last_test"]}
     if history:
         result["bytes_per_epoch"] = float(np.mean([r["bytes_sent"] for r in history]))
         result["bytes_last_epoch"] = history[-1]["bytes_sent"]

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnsys.fullgraph.halo import aggregation_edges, build_halo_plan
+from gnnsys.fullgraph.halo import aggregation_weights, build_halo_plan
 from gnnsys.testing import tiny_graph
 
 
@@ -29,8 +29,8 @@ def graph():
 
 def plans(graph, world, arch, seed=0):
     parts = np.random.default_rng(seed).integers(0, world, graph.num_nodes)
-    edges = aggregation_edges(graph, arch)
-    return [build_halo_plan(graph, parts, r, world, arch, edges) for r in range(world)], parts
+    weights = aggregation_weights(graph, arch)
+    return [build_halo_plan(graph, parts, r, world, arch, weights) for r in range(world)], parts
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage"])
@@ -85,4 +85,17 @@ def test_bad_partition_vector_is_rejected(graph):
     with pytest.raises(ValueError, match="partition vector"):
         build_halo_plan(graph, np.full(graph.num_nodes, 5), 0, 2, "gcn")
     with pytest.raises(ValueError, match="model.arch"):
-        aggregation_edges(graph, "gat")
+        aggregation_weights(graph, "gat")
+
+
+def test_streaming_the_edges_in_small_chunks_changes_nothing(graph, monkeypatch):
+    import gnnsys.fullgraph.halo as halo
+    one_chunk, parts = plans(graph, 3, "gcn", seed=2)
+    monkeypatch.setattr(halo, "CHUNK_EDGES", 7)
+    chunked, _ = plans(graph, 3, "gcn", seed=2)
+    for a, b in zip(one_chunk, chunked):
+        assert np.array_equal(a.inner_gid, b.inner_gid) and np.array_equal(a.halo_gid, b.halo_gid)
+        assert all(np.array_equal(x, y) for x, y in zip(a.send_idx, b.send_idx))
+        assert all(np.allclose(x, y) for x, y in zip(a.send_scores, b.send_scores))
+        for op in ("central", "marginal_local", "marginal_halo"):
+            assert torch.equal(getattr(a, op).forward.to_dense(), getattr(b, op).forward.to_dense())

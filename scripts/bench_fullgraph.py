@@ -1,0 +1,153 @@
+"""Distributed full-graph training (AdaQP): bytes, epoch-time breakdown and accuracy of
+vanilla / uniform 8, 4, 2 bits / adaptive bits, with and without overlap.
+
+For each dataset and worker count, every variant runs the dataset's
+`configs/adaqp-<name>.yaml` (or `--config`) with one override set, in one process (one
+Ray session), and the table compares it with vanilla fp32 without overlap measured in
+the same run:
+
+    variant        quantisation       overlap   (AdaQP's names)
+    vanilla        none               off       Vanilla
+    overlap        none               on        AdaQP-p
+    uniform8/4/2   uniform b bits     on
+    adaptive-q     adaptive 2/4/8     off       AdaQP-q
+    adaptive       adaptive 2/4/8     on        AdaQP
+
+Bytes are boundary messages per training epoch summed over workers (mean over epochs,
+including the first, 8-bit, adaptive cycle; "steady" is the last epoch). Times are per
+epoch, averaged over workers and over epochs after the first: `comm` is time inside the
+all-to-all, `wait` the part of it the main thread sat idle for. Test accuracy (ROC-AUC
+for Tolokers) is at the best validation epoch and at the last epoch. Each finished run
+is appended to --out (JSON lines), so a long sweep can be split into several calls and
+the table printed from all of them with --table-only.
+
+    python scripts/bench_fullgraph.py --datasets cora --workers 2 4
+    python scripts/bench_fullgraph.py --datasets synthetic-products --workers 4 --epochs 3 \
+        --variants vanilla adaptive
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from gnnsys.config import load_config
+from gnnsys.runlog import read_metrics
+from gnnsys.trainer import Trainer
+
+ROOT = Path(__file__).resolve().parents[1]
+VARIANTS = {
+    "vanilla": ["fullgraph.quantization.mode=none", "fullgraph.overlap=false"],
+    "overlap": ["fullgraph.quantization.mode=none", "fullgraph.overlap=true"],
+    "uniform8": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=8",
+                 "fullgraph.overlap=true"],
+    "uniform4": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=4",
+                 "fullgraph.overlap=true"],
+    "uniform2": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=2",
+                 "fullgraph.overlap=true"],
+    "adaptive-q": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=false"],
+    "adaptive": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=true"],
+}
+TIMES = ("time_epoch", "time_comm", "time_wait", "time_quant", "time_central", "time_marginal",
+         "time_reduce")
+
+
+def config_path(dataset: str) -> Path:
+    path = ROOT / "configs" / f"adaqp-{dataset}.yaml"
+    return path if path.exists() else ROOT / "configs" / "adaqp-cora.yaml"
+
+
+def run_variant(dataset, workers, variant, args, scratch: Path) -> dict:
+    overrides = [f"dataset.name={dataset}", f"cluster.workers={workers}", "train.progress=false",
+                 f"run.dir={scratch / f'{dataset}-w{workers}-{variant}'}", "run.checkpoint_every=0",
+                 f"train.seed={args.seed}"] + VARIANTS[variant]
+    if args.epochs:
+        overrides.append(f"train.epochs={args.epochs}")
+    overrides += args.set
+    config = load_config(args.config or config_path(dataset), overrides)
+    start = time.perf_counter()
+    final = Trainer(config).fit()
+    wall = time.perf_counter() - start
+    records = [r for r in read_metrics(config.run.dir)
+               if "epoch" in r and not r.get("final") and "loss" in r]
+    steady = records[1:] or records           # the first epoch pays one-off warm-up costs
+    metric = next(k for k in final if k.startswith("test_") and not k.endswith("_last"))
+    row = {"dataset": dataset, "workers": workers, "variant": variant, "seed": args.seed,
+           "epochs": final["epochs"], "metric": metric,
+           "test": final[metric], "test_last": final[f"{metric}_last"],
+           "bytes_per_epoch": final["bytes_per_epoch"], "bytes_steady": final["bytes_last_epoch"],
+           "bytes_reduce": final["bytes_reduce_per_epoch"],
+           "assign_solve_s": final["assign_solve_s"], "wall_s": wall,
+           "bits": next((r["bits"] for r in reversed(records) if "bits" in r), None),
+           "partition": final["partition"]}
+    for key in TIMES:
+        row[key] = float(np.mean([r[key] for r in steady]))
+    return row
+
+
+def print_table(rows: list[dict]) -> None:
+    header = (f"{'dataset':<18}{'K':>2} {'variant':<11}{'MB/ep':>8}{'steady':>8}{'x less':>7}"
+              f"{'epoch s':>8}{'comm':>7}{'wait':>7}{'quant':>7}{'centr':>7}{'marg':>7}"
+              f"{'reduce':>7}{'solve s':>8}{'test':>7}{'Δ':>6}{'last':>7}{'Δ':>6}{'t/van':>6}")
+    print(header)
+    print("-" * len(header))
+    base = {(r["dataset"], r["workers"]): r for r in rows if r["variant"] == "vanilla"}
+    order = {v: i for i, v in enumerate(VARIANTS)}
+    for r in sorted(rows, key=lambda r: (r["dataset"], r["workers"], order[r["variant"]])):
+        b = base.get((r["dataset"], r["workers"]))
+        ratio = b["bytes_per_epoch"] / r["bytes_per_epoch"] if b and r["bytes_per_epoch"] else 0
+        d_test = 100 * (r["test"] - b["test"]) if b else float("nan")
+        d_last = 100 * (r["test_last"] - b["test_last"]) if b else float("nan")
+        speed = r["time_epoch"] / b["time_epoch"] if b else float("nan")
+        print(f"{r['dataset']:<18}{r['workers']:>2} {r['variant']:<11}"
+              f"{r['bytes_per_epoch'] / 2**20:>8.3f}{r['bytes_steady'] / 2**20:>8.3f}{ratio:>7.1f}"
+              f"{r['time_epoch']:>8.3f}{r['time_comm']:>7.3f}{r['time_wait']:>7.3f}"
+              f"{r['time_quant']:>7.3f}{r['time_central']:>7.3f}{r['time_marginal']:>7.3f}"
+              f"{r['time_reduce']:>7.3f}{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
+              f"{d_test:>+6.2f}{100 * r['test_last']:>7.2f}{d_last:>+6.2f}{speed:>6.2f}")
+    print("MB/ep: boundary-message MiB per epoch (all workers, mean); steady: last epoch; "
+          "x less: vanilla bytes / these bytes; times in s per epoch (mean over workers); "
+          "test: best-val epoch, last: final epoch (accuracy or ROC-AUC, %); "
+          "Δ: points vs vanilla; t/van: epoch time / vanilla's")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "tolokers"])
+    parser.add_argument("--workers", nargs="+", type=int, default=[2, 4])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--epochs", type=int, default=None, help="override train.epochs")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", default=None, help="config for every dataset "
+                        "(default: configs/adaqp-<dataset>.yaml, else adaqp-cora.yaml)")
+    parser.add_argument("--set", nargs="*", default=[], help="more overrides, key=value")
+    parser.add_argument("--out", default="bench_fullgraph.jsonl", help="results, appended")
+    parser.add_argument("--table-only", action="store_true", help="print --out, run nothing")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    if not args.table_only:
+        with tempfile.TemporaryDirectory(prefix="bench_fullgraph_") as scratch:
+            for dataset in args.datasets:
+                for workers in args.workers:
+                    for variant in args.variants:
+                        row = run_variant(dataset, workers, variant, args, Path(scratch))
+                        with open(out, "a") as f:
+                            f.write(json.dumps(row) + "\n")
+                        print(f"done {dataset} K={workers} {variant}: "
+                              f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
+                              f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}",
+                              flush=True)
+    rows = {}
+    for line in out.read_text().splitlines():
+        if line.strip():           # a re-run of the same cell replaces the earlier one
+            row = json.loads(line)
+            rows[(row["dataset"], row["workers"], row["variant"])] = row
+    print_table(list(rows.values()))
+
+
+if __name__ == "__main__":
+    main()
