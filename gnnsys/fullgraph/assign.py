@@ -32,6 +32,7 @@ from .exchange import BitAssignment
 from .quantize import PARAM_BYTES_PER_ROW
 
 MB = 2 ** 20
+MAX_PROFILE_BYTES = 16 * MB      # larger dummy messages add profiling time, not accuracy
 
 
 class VarianceTracer:
@@ -62,6 +63,23 @@ class LinkCost:
         return self.alpha_ms_per_mb * megabytes + self.beta_ms
 
 
+def profile_range(smallest: int, largest: int, cap: int = MAX_PROFILE_BYTES) -> tuple[int, int]:
+    """Dummy message sizes to time: the real range, capped at `cap` bytes and spanning at
+    least 8x, so that the slope (alpha) and the intercept (beta) can be told apart."""
+    high = max(8, min(largest, cap))
+    return max(1, min(smallest, high // 8)), high
+
+
+def fit_link_cost(megabytes: np.ndarray, times_ms: np.ndarray) -> LinkCost:
+    """Least-squares alpha-beta fit; noise that tilts the slope below zero (a link is
+    never faster for bigger messages) falls back to a flat cost at the fastest time."""
+    if len(megabytes) > 1 and np.ptp(megabytes) > 0:
+        alpha, beta = np.polyfit(megabytes, times_ms, 1)
+        if alpha > 0:
+            return LinkCost(float(alpha), max(float(beta), 0.0))
+    return LinkCost(1e-6, float(np.min(times_ms)))
+
+
 def profile_links(comm, min_bytes: int, max_bytes: int, points: int,
                   warmup: int = 3) -> dict:
     """Fit time_ms = alpha * MB + beta for every ordered link (i, j); all ranks call this.
@@ -85,9 +103,7 @@ def profile_links(comm, min_bytes: int, max_bytes: int, points: int,
         for _ in range(warmup):
             send(sizes[-1])
         times = np.array([send(s) for s in sizes])
-        alpha, beta = np.polyfit(sizes / MB, times, 1) if points > 1 else (0.0, times[0])
-        # Noise can tilt the fit below zero; a link is never free or faster when bigger.
-        mine[(rank, peer)] = LinkCost(max(float(alpha), 1e-6), max(float(beta), 0.0))
+        mine[(rank, peer)] = fit_link_cost(sizes / MB, times)
     links = {}
     for part in comm.all_gather_object(mine):
         links.update(part)

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from ..metrics import METRIC_KEY, roc_auc
 from ..runlog import RunDir, progress
-from .assign import AdaptiveAssigner, profile_links
+from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
 from .halo import aggregation_weights, build_halo_plan, partition_vertices
 from .model import FullGraphGNN
@@ -31,7 +31,6 @@ from .timing import EpochTimers
 TIME_KEYS = (("time_comm", "comm"), ("time_quant", "quant"), ("time_central", "central"),
              ("time_marginal", "marginal"), ("time_wait", "wait"), ("time_reduce", "reduce"),
              ("time_epoch", "epoch"))
-MAX_PROFILE_BYTES = 16 * 2 ** 20     # larger dummy messages add profiling time, not accuracy
 
 
 def load_graph(config):
@@ -172,9 +171,7 @@ def _profile_range(exchanger, key_dims, bits) -> tuple[int, int]:
     sizes = [message_size(np.full(exchanger.outgoing_rows(key, peer), b), dim)
              for key, dim in key_dims.items() for peer in range(exchanger.world_size)
              for b in (min(bits), max(bits)) if exchanger.outgoing_rows(key, peer)]
-    if not sizes:
-        return 1, 2
-    return max(1, min(sizes)), min(max(sizes), MAX_PROFILE_BYTES)
+    return profile_range(min(sizes), max(sizes)) if sizes else (1, 8)
 
 
 # ----------------------------------------------------------------------------- one epoch

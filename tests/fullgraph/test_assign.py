@@ -1,5 +1,6 @@
 """The bit-width MILP and the variance tracer."""
 import numpy as np
+import pytest
 import torch
 
 from gnnsys.fullgraph.assign import ChannelStats, LinkCost, VarianceTracer, solve_assignment
@@ -63,3 +64,22 @@ def test_assignment_state_round_trips():
     assert np.array_equal(b.bits("forward0", 0, 1, 3), [2, 4, 8])
     assert np.array_equal(b.bits("forward1", 0, 1, 2), [8, 8])
     assert b.histogram() == {"forward0": {2: 1, 4: 1, 8: 1}}
+
+
+def test_profile_sizes_span_enough_to_separate_alpha_from_beta():
+    from gnnsys.fullgraph.assign import MAX_PROFILE_BYTES, profile_range
+    assert profile_range(100, 10_000) == (100, 10_000)
+    # messages bigger than the cap: still a wide range below it (products-sized boundaries)
+    low, high = profile_range(30 * 2 ** 20, 120 * 2 ** 20)
+    assert high == MAX_PROFILE_BYTES and high >= 8 * low
+
+
+def test_link_fit_recovers_the_line_and_survives_noise():
+    from gnnsys.fullgraph.assign import fit_link_cost
+    mb = np.linspace(0.1, 4, 20)
+    cost = fit_link_cost(mb, 3.0 * mb + 0.5)
+    assert abs(cost.alpha_ms_per_mb - 3.0) < 1e-6 and abs(cost.beta_ms - 0.5) < 1e-6
+    flat = fit_link_cost(np.full(5, 2.0), np.array([5.0, 4.0, 6.0, 5.0, 5.0]))
+    assert flat.alpha_ms_per_mb > 0 and flat.beta_ms == 4.0
+    falling = fit_link_cost(mb, 10 - mb)
+    assert falling.alpha_ms_per_mb > 0 and falling.beta_ms == pytest.approx(6.0)
