@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from ..loader import NodeLoader
 from ..metrics import METRIC_KEY, evaluate
-from ..runlog import RunDir, progress
+from ..runlog import RunDir, progress, resume_state
 from ..store.feature_store import FeatureStore
 from ..store.parts import ensure_partitions, num_parts
 from .inference import HaloGraph, halo_inference
@@ -144,7 +144,7 @@ def train_worker(ctx, config, parts_path: str) -> dict:
         model.set_degree(w.degree)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr,
                                  weight_decay=config.train.weight_decay)
-    state = _resume(run, config, model, optimizer)
+    state = resume_state(run, config, model, optimizer)
     ddp = DistributedDataParallel(model) if ctx.world_size > 1 else model
     if ctx.world_size > 1:
         ddp.register_comm_hook(None, _timed_allreduce_hook(ctx.comm))
@@ -233,12 +233,6 @@ def _epoch_record(epoch: int, workers: list[dict]) -> dict:
     record["workers"] = [{k: v for k, v in wk.items() if k not in ("loss_sum",)}
                          for wk in workers]
     return record
-
-
-def _resume(run, config, model, optimizer) -> dict:
-    state = {"epoch": -1, "best_val": float("-inf"), "best_epoch": -1, "best_model": None}
-    if not config.run.resume:
-        return state
     ckpt = run.load_checkpoint()
     if ckpt is None:
         return state

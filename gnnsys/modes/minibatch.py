@@ -20,7 +20,7 @@ from ..distributed import launch
 from ..loader import NodeLoader
 from ..metrics import METRIC_KEY, evaluate
 from ..models import build_model
-from ..runlog import RunDir, progress
+from ..runlog import RunDir, progress, resume_state
 
 
 def fit(config) -> dict:
@@ -87,7 +87,7 @@ def train_worker(ctx, config) -> dict:
     model = model.set_degree(graph.degree()).to(ctx.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr,
                                  weight_decay=config.train.weight_decay)
-    state = _resume(run, config, model, optimizer)
+    state = resume_state(run, config, model, optimizer)
     labels = np.asarray(graph.y, dtype=np.int64)
     sampler = make_sampler(config, graph, config.sampler.threads)
     loader = NodeLoader(sampler, graph.train_idx, labels, config.sampler.batch_size,
@@ -134,10 +134,6 @@ def train_worker(ctx, config) -> dict:
     return _final_metrics(run, model, state, graph, config, ctx.device, key, show)
 
 
-def _resume(run, config, model, optimizer) -> dict:
-    state = {"epoch": -1, "best_val": float("-inf"), "best_epoch": -1, "best_model": None}
-    if not config.run.resume:
-        return state
     ckpt = run.load_checkpoint()
     if ckpt is None:
         return state
