@@ -90,7 +90,7 @@ def run_variant(dataset, workers, variant, args, scratch: Path) -> dict:
 
 
 def print_table(rows: list[dict]) -> None:
-    header = (f"{'dataset':<18}{'K':>2} {'variant':<11}{'MB/ep':>8}{'steady':>8}{'x less':>7}"
+    header = (f"{'dataset':<18}{'K':>2} {'variant':<11}{'MB/ep':>10}{'steady':>10}{'x less':>7}"
               f"{'epoch s':>8}{'comm':>7}{'wait':>7}{'quant':>7}{'centr':>7}{'marg':>7}"
               f"{'reduce':>7}{'solve s':>8}{'test':>7}{'Δ':>6}{'last':>7}{'Δ':>6}{'t/van':>6}")
     print(header)
@@ -104,7 +104,7 @@ def print_table(rows: list[dict]) -> None:
         d_last = 100 * (r["test_last"] - b["test_last"]) if b else float("nan")
         speed = r["time_epoch"] / b["time_epoch"] if b else float("nan")
         print(f"{r['dataset']:<18}{r['workers']:>2} {r['variant']:<11}"
-              f"{r['bytes_per_epoch'] / 2**20:>8.3f}{r['bytes_steady'] / 2**20:>8.3f}{ratio:>7.1f}"
+              f"{r['bytes_per_epoch'] / 2**20:>10.3f}{r['bytes_steady'] / 2**20:>10.3f}{ratio:>7.1f}"
               f"{r['time_epoch']:>8.3f}{r['time_comm']:>7.3f}{r['time_wait']:>7.3f}"
               f"{r['time_quant']:>7.3f}{r['time_central']:>7.3f}{r['time_marginal']:>7.3f}"
               f"{r['time_reduce']:>7.3f}{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
