@@ -10,7 +10,6 @@ Depends on numpy, scipy and pymetis only.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import scipy.sparse as sp

@@ -233,11 +233,3 @@ def _epoch_record(epoch: int, workers: list[dict]) -> dict:
     record["workers"] = [{k: v for k, v in wk.items() if k not in ("loss_sum",)}
                          for wk in workers]
     return record
-    ckpt = run.load_checkpoint()
-    if ckpt is None:
-        return state
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
-    state.update({k: ckpt[k] for k in ("epoch", "best_val", "best_epoch", "best_model")})
-    run.truncate_metrics_after(ckpt["epoch"])
-    return state

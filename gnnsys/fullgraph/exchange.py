@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .halo import HaloPlan, SparseOperator
+from .halo import HaloPlan
 from .quantize import decode_message, encode_message
 from .timing import EpochTimers
 

@@ -134,16 +134,6 @@ def train_worker(ctx, config) -> dict:
     return _final_metrics(run, model, state, graph, config, ctx.device, key, show)
 
 
-    ckpt = run.load_checkpoint()
-    if ckpt is None:
-        return state
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
-    state.update({k: ckpt[k] for k in ("epoch", "best_val", "best_epoch", "best_model")})
-    run.truncate_metrics_after(ckpt["epoch"])
-    return state
-
-
 def _infer(model, graph, config, device, show) -> torch.Tensor:
     bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
     return model.inference(graph, config.sampler.eval_batch_size, device, progress=bar)
