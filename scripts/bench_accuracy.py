@@ -47,7 +47,7 @@ def main():
                      "std": statistics.pstdev(scores), "runs": len(scores),
                      "target": TARGETS.get(name), "seconds_per_run": statistics.mean(seconds)})
 
-    print(f"\n| dataset | model | metric | test (mean ± std over seeds) | target | s/run |")
+    print("\n| dataset | model | metric | test (mean ± std over seeds) | target | s/run |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         target = f">= {r['target']:.2f}" if r["target"] else "-"

@@ -18,7 +18,6 @@ import json
 import sys
 import time
 
-import numpy as np
 
 import gnnsys
 from gnnsys.temporal.data import load_temporal_graph, prepare_events

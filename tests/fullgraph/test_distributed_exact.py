@@ -43,7 +43,6 @@ def step(model, data, exchanger, comm):
 
 def probe(ctx, config, graph):
     plan = _build_plan(ctx, config, graph)
-    data = LocalData(graph, plan)
     out = {"inner_gid": plan.inner_gid, "summary": plan.summary()}
     for arch, overlap, bits in CASES:
         arch_plan = plan if arch == config.model.arch else None

@@ -2,7 +2,6 @@
 whichever tier (local, cache, remote) served it; counters add up."""
 import numpy as np
 import pytest
-import torch
 
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.minibatch import MiniBatch
