@@ -3,6 +3,7 @@ import gzip
 import shutil
 
 import numpy as np
+import pytest
 
 from gnnsys.datasets import load_dataset
 from gnnsys.datasets.ogb_source import ogb_to_graph
@@ -33,6 +34,7 @@ def write_fake_arxiv(directory, num_nodes=50, num_edges=120, features=5, classes
 
 
 def test_ogb_arxiv_loads_symmetrized_and_is_cached(data_dir):
+    pytest.importorskip("ogb", reason="loading OGB data needs the ogb extra")
     directory = data_dir / "ogb" / "ogbn_arxiv"
     edges, labels = write_fake_arxiv(directory)
     g = load_dataset("ogbn-arxiv", root=data_dir)
