@@ -76,39 +76,46 @@ class NodeLoader:
         return self.transform(batch) if self.transform else batch
 
     def epoch(self, epoch: int = 0):
-        """Yield the batches of one epoch (reproducible for a given seed and epoch)."""
-        if self.prefetch == 0:
-            for i, chunk in enumerate(self._chunks(epoch)):
-                yield self._make(epoch, i, chunk)
-            return
-        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
-        stop = threading.Event()
+        """The batches of one epoch (reproducible for a given seed and epoch), prepared
+        `prefetch` ahead in a background thread."""
+        batches = (self._make(epoch, i, chunk) for i, chunk in enumerate(self._chunks(epoch)))
+        return prefetched(batches, self.prefetch)
 
-        def produce():
-            try:
-                for i, chunk in enumerate(self._chunks(epoch)):
-                    if stop.is_set():
-                        return
-                    q.put(self._make(epoch, i, chunk))
-                q.put(_DONE)
-            except BaseException as err:  # hand the error to the consumer
-                q.put(err)
 
-        worker = threading.Thread(target=produce, name="gnnsys-batch-prep", daemon=True)
-        worker.start()
+def prefetched(iterator, depth: int, name: str = "gnnsys-batch-prep"):
+    """Run `iterator` in a background thread, `depth` items ahead (0 = inline). Errors
+    raised while producing surface in the consuming thread; closing the consumer early
+    stops the producer."""
+    if depth <= 0:
+        yield from iterator
+        return
+    box: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def produce():
         try:
-            while True:
-                item = q.get()
-                if item is _DONE:
+            for item in iterator:
+                if stop.is_set():
                     return
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-        finally:
-            stop.set()
-            while worker.is_alive():      # unblock a producer waiting on a full queue
-                try:
-                    q.get_nowait()
-                except queue.Empty:
-                    pass
-                worker.join(timeout=0.05)
+                box.put(item)
+            box.put(_DONE)
+        except BaseException as err:  # hand the error to the consumer
+            box.put(err)
+
+    thread = threading.Thread(target=produce, name=name, daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = box.get()
+            if item is _DONE:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        while thread.is_alive():      # unblock a producer waiting on a full queue
+            try:
+                box.get_nowait()
+            except queue.Empty:
+                thread.join(timeout=0.01)

@@ -2,13 +2,11 @@
 negative destinations and sampled temporal neighbours, and the vertex ids it must fetch.
 
 Preparation touches only the replicated event stream and T-CSR, never memory, so it can
-run ahead of training in a background thread (`prefetched`) without breaking the rule that
+run ahead of training in a background thread (`gnnsys.loader.prefetched`) without breaking the rule that
 batch t+1 reads memory only after batch t has written it back.
 """
 from __future__ import annotations
 
-import queue
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,41 +86,3 @@ class BatchPlanner:
     def epoch(self, phase: str, epoch: int, num_negatives: int):
         for index, (lo, hi) in enumerate(self.batches(phase)):
             yield self.prepare(phase, epoch, index, lo, hi, num_negatives)
-
-
-def prefetched(iterator, depth: int):
-    """Run `iterator` in a background thread, `depth` items ahead (0 = inline)."""
-    if depth <= 0:
-        yield from iterator
-        return
-    box: queue.Queue = queue.Queue(maxsize=depth)
-    done = object()
-    stop = threading.Event()
-
-    def produce():
-        try:
-            for item in iterator:
-                if stop.is_set():
-                    return
-                box.put(item)
-            box.put(done)
-        except BaseException as err:   # surface sampler errors in the training thread
-            box.put(err)
-
-    thread = threading.Thread(target=produce, daemon=True, name="temporal-prefetch")
-    thread.start()
-    try:
-        while True:
-            item = box.get()
-            if item is done:
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():      # unblock a producer waiting on a full queue
-            try:
-                box.get_nowait()
-            except queue.Empty:
-                thread.join(0.01)

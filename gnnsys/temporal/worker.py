@@ -23,7 +23,8 @@ import torch
 from torch.nn import functional as F
 
 from ..runlog import RunDir, progress
-from .batch import BatchPlanner, PreparedBatch, prefetched
+from ..loader import prefetched
+from .batch import BatchPlanner, PreparedBatch
 from .exchange import MemoryExchange
 from .memory import MemoryStore, RowLayout, merge_states
 from .metrics import link_metrics
