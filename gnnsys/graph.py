@@ -10,6 +10,7 @@ Depends on numpy only, so `samplers/` and `partition/` can use it too.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -112,9 +113,7 @@ class Graph:
     def save(self, path: str | os.PathLike) -> Path:
         """Write the graph as a directory of .npy files, atomically (temp dir + rename)."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-        try:
+        with atomic_directory(path) as tmp:
             present = []
             for key in _ARRAYS:
                 arr = getattr(self, key)
@@ -126,12 +125,6 @@ class Graph:
                     "num_classes": int(self.num_classes), "metric": self.metric,
                     "arrays": present, "meta": self.meta}
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-            if path.exists():
-                shutil.rmtree(path)
-            os.replace(tmp, path)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return path
 
     @classmethod
@@ -156,6 +149,22 @@ class Graph:
                              f"(nodes {g.num_nodes} vs {meta['num_nodes']}, edges "
                              f"{g.num_edges} vs {meta['num_edges']}); the directory is corrupt")
         return g
+
+
+@contextlib.contextmanager
+def atomic_directory(path: Path):
+    """Build a directory at a temporary sibling path, then swap it in for `path` in one
+    rename; on any error the temporary is removed and an existing `path` is untouched."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def index_dtype(num_nodes: int):

@@ -22,13 +22,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from gnnsys.graph import atomic_directory
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -91,12 +91,10 @@ def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=
     progress: optional callable wrapping an iterable (e.g. a progress bar), one step per part.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     offsets = np.asarray(offsets, dtype=np.int64)
     num_parts = offsets.size - 1
     splits = splits or {}
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with atomic_directory(path) as tmp:
         files = {}
         steps = range(num_parts) if progress is None else progress(range(num_parts))
         for k in steps:
@@ -126,12 +124,6 @@ def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=
                     "num_features": 0 if x is None else int(x.shape[1]),
                     **(manifest_extra or {}), "files": files}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return path
 
 
