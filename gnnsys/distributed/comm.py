@@ -61,7 +61,6 @@ class Communicator:
         assert len(send) == self.world_size, "all_to_all needs one tensor per rank"
         if self.world_size == 1:
             return [send[0]]
-        trailing, dtype = send[0].shape[1:], send[0].dtype
         send_counts = [len(t) for t in send]
         counts_bytes = 0
         if recv_counts is None:
@@ -71,20 +70,34 @@ class Communicator:
             recv_counts = received.tolist()
             # the counts message is traffic too: 8 bytes per peer each way
             counts_bytes = 8 * (self.world_size - 1)
+        return self.start_all_to_all(send, recv_counts, extra_bytes=counts_bytes).wait()
+
+    def start_all_to_all(self, send: list[torch.Tensor], recv_counts: list[int],
+                         extra_bytes: int = 0) -> "PendingAllToAll":
+        """Post the rows of an all_to_all whose `recv_counts` are known and return at once;
+        `.wait()` gives recv[r]. The backend moves the bytes (gloo: its own threads) while
+        the caller computes. Issue no other collective on this group before waiting."""
+        assert len(send) == self.world_size, "all_to_all needs one tensor per rank"
+        trailing, dtype = send[0].shape[1:], send[0].dtype
+        send_counts = [len(t) for t in send]
         rc = [int(c) for c in recv_counts]
         flat = torch.cat([t.reshape(len(t), *trailing) for t in send]).to(self.device)
         out = torch.empty((sum(rc), *trailing), dtype=dtype, device=self.device)
-        self._timed(lambda: dist.all_to_all_single(out, flat, output_split_sizes=rc,
-                                                   input_split_sizes=send_counts,
-                                                   group=self.group))
+        work = None
+        if self.world_size > 1:
+            work = self._timed(lambda: dist.all_to_all_single(
+                out, flat, output_split_sizes=rc, input_split_sizes=send_counts,
+                group=self.group, async_op=True))
+        else:
+            out.copy_(flat)
         row_bytes = flat.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
         sent = sum(c for r, c in enumerate(send_counts) if r != self.rank)
         got = sum(c for r, c in enumerate(rc) if r != self.rank)
         self.stats.rows_sent += sent
         self.stats.rows_recv += got
-        self.stats.bytes_sent += sent * row_bytes + counts_bytes
-        self.stats.bytes_recv += got * row_bytes + counts_bytes
-        return list(out.split(rc))
+        self.stats.bytes_sent += sent * row_bytes + extra_bytes
+        self.stats.bytes_recv += got * row_bytes + extra_bytes
+        return PendingAllToAll(self, work, out, rc)
 
     # --------------------------------------------------------------- reductions
     def all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> torch.Tensor:
@@ -118,3 +131,18 @@ class Communicator:
     def barrier(self) -> None:
         if self.world_size > 1:
             self._timed(lambda: dist.barrier(group=self.group))
+
+
+class PendingAllToAll:
+    """An all_to_all in flight (Communicator.start_all_to_all)."""
+
+    def __init__(self, comm: Communicator, work, out: torch.Tensor, recv_counts: list[int]):
+        self._comm, self._work, self._out, self._counts = comm, work, out, recv_counts
+
+    def wait(self) -> list[torch.Tensor]:
+        if self._work is not None:
+            work, self._work = self._work, None
+            t0 = time.perf_counter()
+            work.wait()
+            self._comm.stats.wait_s += time.perf_counter() - t0
+        return list(self._out.split(self._counts))

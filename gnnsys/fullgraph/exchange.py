@@ -1,6 +1,6 @@
 """Boundary exchange of full-graph message passing, forward and backward.
 
-`HaloExchanger` moves per-peer row blocks through `ctx.comm.all_to_all`, either as fp32
+`HaloExchanger` moves per-peer row blocks through `ctx.comm`'s all-to-all, either as fp32
 or stochastically quantised to the bit-widths a `BitAssignment` gives each row (see
 quantize.py for the wire format). `HaloAggregate` is the autograd Function of one
 layer's aggregation over a partition:
@@ -11,22 +11,26 @@ layer's aggregation over a partition:
               it to the rows they sent (the reverse exchange); the local parts are
               central^T @ grad_central + marginal_local^T @ grad_marginal.
 
-With overlap on, the exchange (quantise, all-to-all, dequantise) runs on a one-thread
-executor while the main thread computes the parts that need no remote rows; the
-collectives are issued only by that thread while it runs, so every rank still issues
-them in the same order. Tensors live on the exchanger's device; on a GPU both threads
-enqueue on the default CUDA stream (AdaQP's separate "marginal" stream is not done here).
+Everything runs on the calling thread: an exchange is quantise (fused numba kernel on
+CPU) -> post the all-to-all asynchronously -> wait -> dequantise straight into the
+output rows. With overlap on, the main thread computes the parts that need no remote
+rows between the post and the wait while the backend (gloo's own threads) moves the
+bytes; with it off, it waits right after the post. A communication thread running the
+quantiser (the first design) only competed with the central compute for the same core.
+Dequantising comes after the central compute either way (AdaQP's event order, ALGORITHMS.md
+4.8). Tensors live on the exchanger's device; on a GPU the torch reference quantiser
+runs instead of the numba kernels and AdaQP's separate "marginal" stream is not done here.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from .halo import HaloPlan
-from .quantize import decode_message, encode_message
+from .quantize import decode_message, encode_message, message_order
+from .quantize_fast import decode_rows, encode_rows, group_counts, wire_size
 from .timing import EpochTimers
 
 
@@ -87,7 +91,12 @@ class HaloExchanger:
 
     quantize: None (always fp32) or a BitAssignment used for training exchanges.
     tracer: optional callable(key, peer, row_range, dim) fed the raw range of every
-    quantised row sent (the adaptive assigner's statistics)."""
+    quantised row sent (the adaptive assigner's statistics).
+
+    An exchange is `start` (quantise, post the all-to-all) then `PendingExchange.finish`
+    (wait, dequantise into the output rows); everything runs on the calling thread, and
+    the backend moves the bytes in between. With `overlap` the caller computes between
+    the two; without it the caller waits right after `start`."""
 
     def __init__(self, plan: HaloPlan, comm, timers: EpochTimers, *,
                  assignment: BitAssignment | None = None, overlap: bool = False,
@@ -97,70 +106,136 @@ class HaloExchanger:
         self.overlap = overlap
         self.tracer = tracer
         self.rank, self.world_size = plan.rank, plan.world_size
-        # A private generator: quantisation noise must not shift the dropout stream,
-        # and it runs on the communication thread.
+        # A private generator: quantisation noise must not shift the dropout stream.
         self.device = torch.device(device or "cpu")
         self.generator = torch.Generator(device=self.device).manual_seed(seed * 7919 + self.rank)
-        self.send_index = [torch.from_numpy(idx.astype(np.int64)).to(self.device)
-                           for idx in plan.send_idx]
-        self._executor = ThreadPoolExecutor(1, thread_name_prefix="halo-comm") if overlap else None
+        # The fused numba kernels work on host memory; on a GPU the torch reference runs.
+        self.fast = self.device.type == "cpu"
+        # Rows per peer: forward sends inner rows and fills halo slots; backward the reverse.
+        self.send_rows = [np.asarray(idx, dtype=np.int64) for idx in plan.send_idx]
+        self.halo_rows = [np.arange(a, b, dtype=np.int64) for a, b in plan.recv_ranges]
+        self._index = {}           # (id of a rows array) -> the same as a device tensor
+        self._layouts = {}         # (key, sender, receiver) -> (assignment, wire layout)
 
     @property
     def distributed(self) -> bool:
         return self.world_size > 1
 
-    def submit(self, fn, *args):
-        """Run fn(*args) on the communication thread (overlap) or inline; returns a getter."""
-        if self._executor is None:
-            value = fn(*args)
-            return lambda: value
-        future = self._executor.submit(fn, *args)
-        return future.result
-
     def close(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=True)
+        pass
+
+    def _rows(self, key: str):
+        """(rows I send from, rows I receive into) per peer for this key."""
+        if key.startswith("forward"):
+            return self.send_rows, self.halo_rows
+        return self.halo_rows, self.send_rows
+
+    def _tensor(self, rows: np.ndarray) -> torch.Tensor:
+        index = self._index.get(id(rows))
+        if index is None:
+            index = self._index[id(rows)] = torch.from_numpy(rows).to(self.device)
+        return index
+
+    def _layout(self, key: str, sender: int, receiver: int, rows: int):
+        """(bits per row, wire order, rows per bit-width, payload bytes) of one channel,
+        recomputed only when the assignment changes."""
+        slot = (key, sender, receiver)
+        cached = self._layouts.get(slot)
+        if cached is None or cached[0] is not self.assignment or len(cached[1][0]) != rows:
+            bits = self.assignment.bits(key, sender, receiver, rows)
+            order = message_order(bits)
+            counts = group_counts(bits[order])
+            cached = self._layouts[slot] = (self.assignment, (bits, order, counts))
+        bits, order, counts = cached[1]
+        return bits, order, counts
 
     # ----------------------------------------------------------------- the exchange
-    def exchange(self, blocks: list, key: str, quantized: bool) -> list:
-        """blocks[p] goes to peer p; returns the block each peer sent here (fp32)."""
-        if not (quantized and self.assignment is not None):
+    def start(self, source: torch.Tensor, key: str, quantized: bool) -> "PendingExchange":
+        """Send this key's rows of `source` [*, D] to every peer; returns at once."""
+        quantized = quantized and self.assignment is not None
+        outgoing, incoming = self._rows(key)
+        dim = source.shape[1]
+        if not quantized:
             with self.timers.measure("comm"):
-                return self.comm.all_to_all([b.contiguous() for b in blocks])
-        dim = next((b.shape[1] for b in blocks if b.ndim == 2), 0)
+                blocks = [source[self._tensor(rows)] for rows in outgoing]
+                pending = self.comm.start_all_to_all(blocks, [len(r) for r in incoming])
+            return PendingExchange(self, pending, key, False, dim)
+        source = source.detach()
         with self.timers.measure("quant"):
-            payloads = []
-            for peer, block in enumerate(blocks):
-                if peer == self.rank or len(block) == 0:
+            payloads, sizes = [], []
+            for peer in range(self.world_size):
+                if peer == self.rank or len(outgoing[peer]) == 0:
                     payloads.append(torch.zeros(0, dtype=torch.uint8, device=self.device))
-                    continue
-                bits = self.assignment.bits(key, self.rank, peer, len(block))
-                payload, row_range = encode_message(block.detach(), bits, self.generator)
-                payloads.append(payload)
-                if self.tracer is not None:
-                    self.tracer(key, peer, row_range, dim)
+                else:
+                    payloads.append(self._encode(source, key, peer, outgoing[peer], dim))
+                rows = len(incoming[peer])
+                sizes.append(0 if peer == self.rank or rows == 0
+                             else wire_size(self._layout(key, peer, self.rank, rows)[2], dim))
         with self.timers.measure("comm"):
-            received = self.comm.all_to_all(payloads)
-        with self.timers.measure("quant"):
-            out = []
-            for peer, payload in enumerate(received):
-                rows = self._incoming_rows(key, peer)
-                if peer == self.rank or rows == 0:
-                    out.append(torch.zeros(rows, dim, device=self.device))
-                    continue
-                bits = self.assignment.bits(key, peer, self.rank, rows)
-                out.append(decode_message(payload, bits, dim))
-        return out
+            pending = self.comm.start_all_to_all(payloads, sizes)
+        return PendingExchange(self, pending, key, True, dim)
 
-    def _incoming_rows(self, key: str, peer: int) -> int:
-        if key.startswith("forward"):
-            return self.plan.recv_count(peer)      # peer fills my halo slots
-        return len(self.plan.send_idx[peer])       # peer returns grads of rows I sent it
+    def _encode(self, source, key, peer, rows, dim) -> torch.Tensor:
+        bits, order, counts = self._layout(key, self.rank, peer, len(rows))
+        if self.fast:
+            seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.generator))
+            payload, wire_range = encode_rows(source, rows[order], counts, seed)
+            row_range = torch.empty_like(wire_range)
+            row_range[torch.from_numpy(order)] = wire_range
+        else:
+            payload, row_range = encode_message(source[self._tensor(rows)], bits, self.generator)
+        if self.tracer is not None:
+            self.tracer(key, peer, row_range, dim)
+        return payload
+
+    def _decode(self, payload, key, peer, rows, out, accumulate) -> None:
+        bits, order, counts = self._layout(key, peer, self.rank, len(rows))
+        if self.fast:
+            decode_rows(payload, counts, out.detach(), rows[order], accumulate)
+        else:
+            _put(out, self._tensor(rows), decode_message(payload, bits, out.shape[1]), accumulate)
 
     def outgoing_rows(self, key: str, peer: int) -> int:
-        if key.startswith("forward"):
-            return len(self.plan.send_idx[peer])
-        return self.plan.recv_count(peer)
+        return len(self._rows(key)[0][peer])
+
+
+class PendingExchange:
+    """An exchange between `start` and `finish`."""
+
+    def __init__(self, exchanger: HaloExchanger, pending, key: str, quantized: bool, dim: int):
+        self.ex, self.pending, self.key, self.quantized, self.dim = \
+            exchanger, pending, key, quantized, dim
+        self.received = None
+
+    def wait(self) -> None:
+        """Block until the bytes are here (time counted as comm and as wait)."""
+        if self.received is None:
+            timers = self.ex.timers
+            with timers.measure("comm"), timers.measure("wait"):
+                self.received = self.pending.wait()
+
+    def finish(self, out: torch.Tensor, accumulate: bool) -> torch.Tensor:
+        """Write (or add) every received row into its row of `out` [*, D]; returns out."""
+        self.wait()
+        ex = self.ex
+        incoming = ex._rows(self.key)[1]
+        with ex.timers.measure("quant" if self.quantized else "comm"):
+            for peer, block in enumerate(self.received):
+                rows = incoming[peer]
+                if peer == ex.rank or len(rows) == 0:
+                    continue
+                if self.quantized:
+                    ex._decode(block, self.key, peer, rows, out, accumulate)
+                else:
+                    _put(out, ex._tensor(rows), block, accumulate)
+        return out
+
+
+def _put(out: torch.Tensor, index: torch.Tensor, rows: torch.Tensor, accumulate: bool) -> None:
+    if accumulate:
+        out.index_add_(0, index, rows)
+    else:
+        out[index] = rows
 
 
 # ----------------------------------------------------------------------------- autograd
@@ -181,7 +256,11 @@ class AggregationStep:
 
 
 class HaloAggregate(torch.autograd.Function):
-    """out[inner] = sum over in-edges (u -> v) of w_uv * H[u], across partitions."""
+    """out[inner] = sum over in-edges (u -> v) of w_uv * H[u], across partitions.
+
+    Per direction: start the exchange, compute the part that needs no remote rows
+    (overlap: while the bytes travel; no overlap: after they arrived), then decode the
+    received rows and add their part."""
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, step: AggregationStep):
@@ -191,20 +270,13 @@ class HaloAggregate(torch.autograd.Function):
         if not ex.distributed:
             with timers.measure("central"):
                 return _spmm(plan.central.forward, h)
-        blocks = [h[idx] for idx in ex.send_index]
-
-        def receive_halo():
-            received = ex.exchange(blocks, forward_key(step.layer), step.quantized)
-            return torch.cat(received) if received else h.new_zeros(0, h.shape[1])
-
-        halo_rows = ex.submit(receive_halo)
-        with timers.measure("central"):      # needs no remote rows: overlaps the exchange
+        pending = ex.start(h, forward_key(step.layer), step.quantized)
+        if not ex.overlap:
+            pending.wait()
+        with timers.measure("central"):      # needs no remote rows
             central = _spmm(plan.central.forward, h)
             marginal = _spmm(plan.marginal_local.forward, h)
-        with timers.measure("wait"):
-            halo = halo_rows()
-        if halo.shape[0] != plan.num_halo:
-            raise RuntimeError(f"received {halo.shape[0]} halo rows, expected {plan.num_halo}")
+        halo = pending.finish(h.new_empty(plan.num_halo, h.shape[1]), accumulate=False)
         with timers.measure("marginal"):
             marginal = marginal + _spmm(plan.marginal_halo.forward, halo)
         return torch.cat([central, marginal])
@@ -222,18 +294,14 @@ class HaloAggregate(torch.autograd.Function):
         grad_central, grad_marginal = grad_out[:plan.num_central], grad_out[plan.num_central:]
         with timers.measure("marginal"):
             grad_halo = _spmm(plan.marginal_halo.transpose, grad_marginal)
-        blocks = [grad_halo[start:end] for start, end in plan.recv_ranges]
-        returned = ex.submit(ex.exchange, blocks, backward_key(step.layer), step.quantized)
+        pending = ex.start(grad_halo, backward_key(step.layer), step.quantized)
+        if not ex.overlap:
+            pending.wait()
         with timers.measure("central"):
             grad_h = (_spmm(plan.central.transpose, grad_central)
                       + _spmm(plan.marginal_local.transpose, grad_marginal))
-        with timers.measure("wait"):
-            received = returned()
-        with timers.measure("marginal"):
-            for index, rows in zip(ex.send_index, received):
-                if len(index):
-                    grad_h.index_add_(0, index, rows)
-        return grad_h, None
+        # the owners' partial sums for the rows I sent them
+        return pending.finish(grad_h, accumulate=True), None
 
 
 def halo_aggregate(h: torch.Tensor, step: AggregationStep) -> torch.Tensor:

@@ -12,7 +12,9 @@ quantiser rounds them to bfloat16 first, m downwards and delta upwards, so that 
 bf16 grid still covers [m, M] (ALGORITHMS.md 4.8: bf16 rounding bias, clamping,
 constant rows, padding). Packing puts 8/b consecutive rows of one column into a byte.
 
-Nothing here knows about graphs or communication; all functions are vectorised.
+Nothing here knows about graphs or communication; all functions are vectorised. This
+is the reference implementation; quantize_fast.py has the fused numba kernels the
+exchange uses on CPU, tested against it.
 """
 from __future__ import annotations
 
@@ -36,8 +38,10 @@ def _round_bf16(x: torch.Tensor, direction: float) -> torch.Tensor:
     return torch.where(wrong_side, stepped, rounded).float()
 
 
-def quantize_rows(h: torch.Tensor, bits: int, generator: torch.Generator | None = None):
-    """Quantise each row of h [N, D] (float) to `bits`-bit codes.
+def quantize_rows(h: torch.Tensor, bits: int, generator: torch.Generator | None = None,
+                  noise: torch.Tensor | None = None):
+    """Quantise each row of h [N, D] (float) to `bits`-bit codes; `noise` [N, D] in [0, 1)
+    replaces the U[0, 1) draws (to reproduce another implementation's draws exactly).
 
     Returns (codes uint8 [N, D], minimum fp32 [N], step fp32 [N], row_range fp32 [N]);
     minimum and step are exactly representable in bf16 (what goes on the wire) and
@@ -55,7 +59,8 @@ def quantize_rows(h: torch.Tensor, bits: int, generator: torch.Generator | None 
     # A constant row (max == min) would divide by zero: any positive step codes it as 0.
     step = torch.where(step > 0, step, torch.ones_like(step))
     scaled = (h - minimum[:, None]) / step[:, None]
-    noise = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device)
+    if noise is None:
+        noise = torch.rand(h.shape, generator=generator, dtype=h.dtype, device=h.device)
     # Clamp: fp rounding can put `scaled` a hair above `top`, and a code of 2^b would
     # spill into the neighbouring row's bits after packing.
     codes = torch.floor(scaled + noise).clamp_(0, top).to(torch.uint8)
@@ -125,8 +130,9 @@ def message_size(bits_per_row: np.ndarray, dim: int) -> int:
 
 
 def encode_message(h: torch.Tensor, bits_per_row: np.ndarray,
-                   generator: torch.Generator | None = None):
-    """Quantise and pack the rows of h [N, D], row i at bits_per_row[i].
+                   generator: torch.Generator | None = None, noise: torch.Tensor | None = None):
+    """Quantise and pack the rows of h [N, D], row i at bits_per_row[i]; `noise`, if given,
+    is the U[0, 1) draws [N, D] in wire order (see quantize_rows).
 
     Returns (payload uint8 [message_size], row_range fp32 [N] in the original row order).
     Layout: packed 2-bit rows | packed 4-bit rows | packed 8-bit rows | bf16 minimum [n] |
@@ -144,7 +150,9 @@ def encode_message(h: torch.Tensor, bits_per_row: np.ndarray,
         count = int(np.count_nonzero(sorted_bits == bits))
         if count == 0:
             continue
-        codes, minimum, step, row_range = quantize_rows(h[start:start + count], bits, generator)
+        codes, minimum, step, row_range = quantize_rows(
+            h[start:start + count], bits, generator,
+            None if noise is None else noise[start:start + count])
         chunks.append(pack_codes(codes, bits))
         minima.append(minimum)
         steps.append(step)
