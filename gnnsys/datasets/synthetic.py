@@ -9,6 +9,15 @@ Features are the class centroid plus Gaussian noise, float32, scaled to unit var
 Optionally a share of labels is then redrawn at random (annotation noise): averaging over
 neighbours removes feature noise but not this, so it keeps GNN accuracy realistic (< 1).
 
+Locality (`local_fraction` > 0): real graphs such as co-purchase networks are not just
+communities joined at random; they have geography, so a good partition cuts few edges
+and the remote vertices a part reaches lie near its boundary. Then nodes sit on a hidden
+ring, each community is one arc of it, and a share `local_fraction` of the edges joins
+the first end to a node a ring distance d away, d Pareto with P(d > x) = (scale / x)^a
+(mostly near, a few far: a small world; a smaller exponent a means more long edges). Distances are measured in degree propensity
+mass, so hubs still attract their share of local edges. Node ids are shuffled at the end,
+so they carry no trace of the ring: a partitioner has to find the structure.
+
 Every random number comes from a counter-based hash (splitmix64 of seed and position), so
 the parallel numba kernels give identical graphs for a seed whatever the thread count.
 A 2.45M-node, 124M-edge graph (`synthetic-products`) takes about 30 s of CPU time on two
@@ -29,7 +38,7 @@ from gnnsys.datasets.splits import random_split
 from gnnsys.graph import Graph, index_dtype
 
 # Bump when the generator's output for given params changes: it is part of the cache key.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 1   # local_fraction = 0 reproduces version-1 graphs bit for bit
 
 
 @dataclass(frozen=True)
@@ -42,7 +51,10 @@ class SyntheticParams:
     num_features: int = 16
     power_law_exponent: float = 2.5    # of the degree distribution, P(k) ~ k^-gamma; > 2
     max_degree: int | None = None      # cap on expected degree; None = 2*sqrt(N*avg_degree)
-    homophily: float = 0.7             # P(an edge's second end is drawn from the same class)
+    homophily: float = 0.7             # P(a non-local edge's second end is in the same class)
+    local_fraction: float = 0.0        # share of edges drawn near their first end on a ring
+    locality_scale: float = 50.0       # shortest local ring distance, in nodes
+    locality_exponent: float = 1.0     # tail of local distances: P(d > x) = (scale / x)^this
     class_size_exponent: float = 0.0   # class c gets weight (c+1)^-s; 0 = equal sizes
     feature_noise: float = 3.0         # noise std relative to the centroid spread
     label_noise: float = 0.0           # share of nodes whose label is then redrawn uniformly
@@ -65,6 +77,12 @@ class SyntheticParams:
                             f"got {self.power_law_exponent}")
         if not 0.0 <= self.homophily <= 1.0:
             problems.append(f"homophily must be in [0, 1], got {self.homophily}")
+        if not 0.0 <= self.local_fraction <= 1.0:
+            problems.append(f"local_fraction must be in [0, 1], got {self.local_fraction}")
+        if not self.locality_scale >= 1.0:
+            problems.append(f"locality_scale must be >= 1 (nodes), got {self.locality_scale}")
+        if not self.locality_exponent > 0.0:
+            problems.append(f"locality_exponent must be > 0, got {self.locality_exponent}")
         if not 0.0 <= self.label_noise <= 1.0:
             problems.append(f"label_noise must be in [0, 1], got {self.label_noise}")
         if self.feature_noise < 0:
@@ -223,6 +241,48 @@ def _sample_edge_pairs(stream, first_edge, num_edges, labels, global_prob, globa
 
 
 @numba.njit(parallel=True, cache=True)
+def _sample_local_edge_pairs(stream, first_edge, num_edges, labels, global_prob,
+                             global_alias, members, class_start, class_prob, class_alias,
+                             homophily, local_fraction, scale, tail_inverse, mass_end,
+                             out_u, out_v):
+    """Like `_sample_edge_pairs` on ring-ordered ids, plus the local (ring distance) edges.
+
+    mass_end[i] = theta[0] + ... + theta[i]: node i owns the mass interval
+    (mass_end[i-1], mass_end[i]]. A local edge steps d * mean(theta) of mass from the
+    edge of u's interval, so a hub's own width does not swallow its local edges.
+    """
+    n = labels.size
+    total = mass_end[n - 1]
+    unit = total / n
+    for j in numba.prange(num_edges):
+        base = 5 * (first_edge + j)
+        u = _alias_draw(global_prob, global_alias, 0, n,
+                        _uniform(stream, base), _uniform(stream, base + 1))
+        r = _uniform(stream, base + 2)
+        if r < local_fraction:
+            step = min(scale * (1.0 - _uniform(stream, base + 3)) ** -tail_inverse,
+                       0.5 * n) * unit
+            if _uniform(stream, base + 4) < 0.5:
+                target = mass_end[u] + step
+            else:
+                target = mass_end[u] - (mass_end[u] - mass_end[u - 1] if u > 0
+                                        else mass_end[0]) - step
+            target = target % total
+            v = min(np.searchsorted(mass_end, target), n - 1)
+        elif (r - local_fraction) < homophily * (1.0 - local_fraction):
+            c = labels[u]
+            lo = class_start[c]
+            k = _alias_draw(class_prob, class_alias, lo, class_start[c + 1] - lo,
+                            _uniform(stream, base + 3), _uniform(stream, base + 4))
+            v = members[lo + k]
+        else:
+            v = _alias_draw(global_prob, global_alias, 0, n,
+                            _uniform(stream, base + 3), _uniform(stream, base + 4))
+        out_u[j] = u
+        out_v[j] = v
+
+
+@numba.njit(parallel=True, cache=True)
 def _class_features(stream, labels, centroids, noise, scale):
     n, f = labels.size, centroids.shape[1]
     x = np.empty((n, f), np.float32)
@@ -254,7 +314,7 @@ def _gaussian_matrix(stream, rows, cols):
 
 # ----------------------------------------------------------------------------- generator
 (_STREAM_THETA, _STREAM_CLASS, _STREAM_EDGES, _STREAM_CENTROIDS, _STREAM_NOISE,
- _STREAM_LABEL_NOISE) = range(6)
+ _STREAM_LABEL_NOISE, _STREAM_SHUFFLE) = range(7)
 STAGES = ("degrees + classes", "sample edges", "dedup + symmetrize", "features", "split")
 
 
@@ -273,19 +333,33 @@ def generate(params: SyntheticParams, name: str = "synthetic", split: int = 0,
 
     bar.stage(STAGES[0])
     theta = _degree_propensities(params)
-    labels = _class_labels(params)
+    ring = params.local_fraction > 0
+    shuffle = _ring_shuffle(params) if ring else None
+    # On the ring, ids are ring positions until the final shuffle and classes are arcs.
+    labels = _class_arcs(params) if ring else _class_labels(params)
     members = np.argsort(labels, kind="stable")
     class_start = np.searchsorted(labels[members], np.arange(params.num_classes + 1))
     global_prob = np.empty(n, np.float64)
     global_alias = np.empty(n, np.int64)
     _build_alias(theta, global_prob, global_alias, 0)
     class_prob, class_alias = _community_alias_tables(theta, members, class_start)
-    sampler = (labels, global_prob, global_alias, members, class_start, class_prob,
-               class_alias, float(params.homophily))
+    tables = (labels, global_prob, global_alias, members, class_start, class_prob,
+              class_alias, float(params.homophily))
+    if ring:
+        tables += (float(params.local_fraction), float(params.locality_scale),
+                   1.0 / params.locality_exponent, np.cumsum(theta))
+        draw = _sample_local_edge_pairs
+    else:
+        draw = _sample_edge_pairs
+
+    def sampler(stream, first, count, out_u, out_v, tables=tables):
+        draw(stream, first, count, *tables, out_u, out_v)
 
     bar.stage(STAGES[1])
-    upper_indptr, upper_cols = _sample_unique_edges(params, sampler, bar)
-    del theta, global_prob, global_alias, class_prob, class_alias
+    upper_indptr, upper_cols = _sample_unique_edges(params, sampler, bar, shuffle)
+    del theta, global_prob, global_alias, class_prob, class_alias, tables, sampler
+    if ring:
+        labels = _shuffled(labels, shuffle)
 
     bar.stage(STAGES[2])
     indptr, indices = upper_to_symmetric_csr(upper_indptr, upper_cols, n)
@@ -332,8 +406,30 @@ def _class_labels(params: SyntheticParams) -> np.ndarray:
     return _draw_classes(stream_seed(params.seed, _STREAM_CLASS), params.num_nodes, cdf)
 
 
-def _sample_unique_edges(params: SyntheticParams, sampler, bar):
+def _class_arcs(params: SyntheticParams) -> np.ndarray:
+    """Class of each ring position: class c holds one arc, sized by its Zipf weight."""
+    weights = (np.arange(params.num_classes) + 1.0) ** -params.class_size_exponent
+    ends = np.cumsum(weights / weights.sum()) * params.num_nodes
+    positions = np.arange(params.num_nodes) + 0.5
+    return np.minimum(np.searchsorted(ends, positions), params.num_classes - 1)
+
+
+def _ring_shuffle(params: SyntheticParams) -> np.ndarray:
+    """Node id of each ring position: a seeded random permutation."""
+    return np.random.default_rng(int(stream_seed(params.seed, _STREAM_SHUFFLE))).permutation(
+        params.num_nodes).astype(index_dtype(params.num_nodes))
+
+
+def _shuffled(labels: np.ndarray, node_of_position: np.ndarray) -> np.ndarray:
+    out = np.empty_like(labels)
+    out[node_of_position] = labels
+    return out
+
+
+def _sample_unique_edges(params: SyntheticParams, sampler, bar, node_of_position=None):
     """Sample pairs until the distinct undirected edges reach N*avg_degree/2 (within 0.5%).
+
+    node_of_position: relabel each new pair's ends through it (the ring shuffle).
 
     Duplicates and self loops cost a few percent (more with heavy hubs), so the first round
     samples the target and later rounds top up the shortfall, scaled by the observed loss.
@@ -349,7 +445,10 @@ def _sample_unique_edges(params: SyntheticParams, sampler, bar):
     for _round in range(4):
         new_u = np.empty(to_draw, dtype)
         new_v = np.empty(to_draw, dtype)
-        _sample_edge_pairs(stream, drawn, to_draw, *sampler, new_u, new_v)
+        sampler(stream, drawn, to_draw, new_u, new_v)
+        if node_of_position is not None:
+            new_u = node_of_position[new_u]
+            new_v = node_of_position[new_v]
         drawn += to_draw
         before = upper_cols.size
         u = np.concatenate([kept_u, new_u]) if kept_u.size else new_u

@@ -125,3 +125,53 @@ def test_presets_are_sized_as_documented():
     assert 120e6 < products.num_nodes * products.avg_degree < 128e6
     small = resolve_params("synthetic-small", registry.lookup("synthetic-small"))
     assert 20_000 <= small.num_nodes <= 50_000 and small.num_features == 100
+
+
+RING_LIKE = SyntheticParams(**{**PRODUCTS_LIKE.to_dict(), "num_nodes": 20000,
+                               "local_fraction": 0.98, "locality_scale": 10})
+
+
+def test_without_locality_the_graph_is_the_version_1_graph(graph):
+    # local_fraction = 0 must not move a single edge of the cached version-1 presets:
+    # this is PRODUCTS_LIKE's fingerprint from before locality existed.
+    import hashlib
+    digest = hashlib.sha256()
+    for key in ("indptr", "indices", "x", "y", "train_idx"):
+        digest.update(np.ascontiguousarray(getattr(graph, key)).tobytes())
+    assert digest.hexdigest() == ("e7db77ab267ed5d91ed2c414d4e69f032cbda67c"
+                                  "7ccff79f05fcef671ca539bf")
+
+
+def test_locality_puts_most_edges_near_each_other_on_the_hidden_ring():
+    from gnnsys.datasets.synthetic import _ring_shuffle
+    ring = generate(RING_LIKE)
+    position = np.empty(ring.num_nodes, dtype=np.int64)
+    position[_ring_shuffle(RING_LIKE)] = np.arange(ring.num_nodes)
+    src, dst = ring.edge_index()
+    gap = np.abs(position[src] - position[dst])
+    gap = np.minimum(gap, ring.num_nodes - gap)
+    # Pareto distances from 10 nodes: half within 20 (in mass units, so roughly), while a
+    # uniform pair is 5000 apart on average
+    assert np.median(gap) < 60
+    assert np.mean(gap < 1000) > 0.9
+    # ids carry no trace of the ring, classes are arcs so local edges are homophilous
+    assert abs(np.corrcoef(position, np.arange(ring.num_nodes))[0, 1]) < 0.05
+    assert np.mean(ring.y[src] == ring.y[dst]) > 0.8
+    np.testing.assert_array_equal(ring.indices, generate(RING_LIKE).indices)
+
+
+def test_locality_lets_metis_cut_few_edges():
+    from partition.metis import metis_parts
+    from partition.quality import partition_quality
+    ring = generate(RING_LIKE)
+    plain = generate(SyntheticParams(**{**RING_LIKE.to_dict(), "local_fraction": 0.0}))
+    cut = [partition_quality(g.indptr, g.indices, metis_parts(g.indptr, g.indices, 4), 4)
+           ["edge_cut_fraction"] for g in (ring, plain)]
+    assert cut[0] < 0.1 < cut[1]
+
+
+def test_bad_locality_params_are_named():
+    with pytest.raises(ValueError, match="local_fraction must be in"):
+        SyntheticParams(local_fraction=1.5).validate()
+    with pytest.raises(ValueError, match="locality_scale must be >= 1"):
+        SyntheticParams(locality_scale=0.5).validate()

@@ -64,3 +64,60 @@ def test_metis_refuses_a_graph_that_would_not_fit(graph, monkeypatch):
     monkeypatch.setattr(metis, "available_memory_bytes", lambda: 1000)
     with pytest.raises(ValueError, match="use the streaming partitioner"):
         metis.metis_parts(graph.indptr, graph.indices, 2)
+
+
+def test_label_propagation_respects_the_size_cap_and_finds_clusters():
+    from partition.coarsen import label_propagation
+    # 20 cliques of 10 joined in a ring by single edges: clusters should be the cliques.
+    rows, cols = [], []
+    for c in range(20):
+        members = range(10 * c, 10 * c + 10)
+        rows += [u for u in members for v in members if u != v]
+        cols += [v for u in members for v in members if u != v]
+        u, v = 10 * c, (10 * c + 15) % 200
+        rows += [u, v]
+        cols += [v, u]
+    from gnnsys.graph import csr_from_edges
+    indptr, indices = csr_from_edges(np.array(rows), np.array(cols), 200)
+    cluster = label_propagation(indptr, indices, max_size=10, seed=0)
+    sizes = np.bincount(cluster)
+    assert sizes.max() <= 10
+    same = (cluster[:, None] == cluster[None, :])
+    clique = (np.arange(200)[:, None] // 10) == (np.arange(200)[None, :] // 10)
+    # almost every pair agrees with the clique structure
+    assert (same == clique).mean() > 0.98
+
+
+def test_contract_counts_edges_between_clusters():
+    from partition.coarsen import contract
+    # path 0-1-2-3, clusters {0,1} {2,3}: one edge between, weight 1 each direction
+    indptr = np.array([0, 1, 3, 5, 6])
+    indices = np.array([1, 0, 2, 1, 3, 2])
+    c_indptr, c_indices, c_weights = contract(indptr, indices, np.array([0, 0, 1, 1]), 2)
+    assert c_indptr.tolist() == [0, 1, 2] and c_indices.tolist() == [1, 0]
+    assert c_weights.tolist() == [1, 1]
+
+
+def test_coarsened_metis_is_balanced_and_cuts_like_metis(monkeypatch):
+    from partition import metis
+    from partition.metis import metis_parts
+    monkeypatch.setattr(metis, "COARSE_CLUSTERS", 300)     # clusters of up to 10 vertices
+    graph = tiny_graph(num_nodes=3000, avg_degree=10, seed=5)
+    direct = metis_parts(graph.indptr, graph.indices, 4, graph.train_idx, coarsen="never")
+    coarse = metis_parts(graph.indptr, graph.indices, 4, graph.train_idx, coarsen="always")
+    q_direct, q_coarse = (partition_quality(graph.indptr, graph.indices, p, 4, graph.train_idx)
+                          for p in (direct, coarse))
+    random_cut = partition_quality(graph.indptr, graph.indices,
+                                   assign_parts(graph, "random", 4), 4)["edge_cut"]
+    assert set(np.unique(coarse)) == {0, 1, 2, 3}
+    assert q_coarse["node_balance"] <= 1.1 and q_coarse["train_balance"] <= 1.15
+    assert q_coarse["edge_cut"] < 0.8 * random_cut
+    assert q_coarse["edge_cut"] <= 1.5 * q_direct["edge_cut"]
+    np.testing.assert_array_equal(
+        coarse, metis_parts(graph.indptr, graph.indices, 4, graph.train_idx, coarsen="always"))
+
+
+def test_metis_names_a_bad_coarsen_choice(graph):
+    from partition.metis import metis_parts
+    with pytest.raises(ValueError, match="coarsen must be one of auto, always, never"):
+        metis_parts(graph.indptr, graph.indices, 2, coarsen="sometimes")
