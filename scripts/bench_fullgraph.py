@@ -15,11 +15,14 @@ the same run:
 
 Bytes are boundary messages per training epoch summed over workers (mean over epochs,
 including the first, 8-bit, adaptive cycle; "steady" is the last epoch). Times are per
-epoch, averaged over workers and over epochs after the first: `comm` is time inside the
-all-to-all, `wait` the part of it the main thread sat idle for. Test accuracy (ROC-AUC
-for Tolokers) is at the best validation epoch and at the last epoch. Each finished run
-is appended to --out (JSON lines), so a long sweep can be split into several calls and
-the table printed from all of them with --table-only.
+epoch, averaged over workers, then the median over the epochs after the first (a median,
+because a busy neighbour on a shared machine adds long outliers): `comm` is the main
+thread's time in communication calls (gather, post, wait, scatter), `wait` the part of
+it blocked on the peers. `--repeat N` runs the whole sweep N times, variants round-robin,
+and pools the epochs of all rounds, so slow drifts of the machine's load hit every
+variant alike. Test accuracy (ROC-AUC for Tolokers) is at the best validation epoch and
+at the last epoch. Each finished run is appended to --out (JSON lines), so a long sweep
+can be split into several calls and the table printed from all of them with --table-only.
 
     python scripts/bench_fullgraph.py --datasets cora --workers 2 4
     python scripts/bench_fullgraph.py --datasets synthetic-products --workers 4 --epochs 3 \
@@ -84,9 +87,34 @@ def run_variant(dataset, workers, variant, args, scratch: Path) -> dict:
            "assign_solve_s": final["assign_solve_s"], "wall_s": wall,
            "bits": next((r["bits"] for r in reversed(records) if "bits" in r), None),
            "partition": final["partition"]}
-    for key in TIMES:
-        row[key] = float(np.mean([r[key] for r in steady]))
+    row["epoch_times"] = {key: [r[key] for r in steady] for key in TIMES}
+    return summarise_times(row)
+
+
+def summarise_times(row: dict) -> dict:
+    for key, values in row["epoch_times"].items():
+        row[key] = float(np.median(values))
     return row
+
+
+def load_rows(path: Path) -> list[dict]:
+    """One row per (dataset, workers, variant): the latest sweep's, with the epoch times
+    of all its rounds pooled (an earlier sweep of the same cell is replaced)."""
+    rows = {}
+    for line in path.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        key = (row["dataset"], row["workers"], row["variant"])
+        old = rows.get(key)
+        if old is not None and old.get("sweep") == row.get("sweep") and "epoch_times" in row:
+            for name, values in row["epoch_times"].items():
+                old["epoch_times"][name] += values
+            old["rounds"] = old.get("rounds", 1) + 1
+            summarise_times(old)
+        else:
+            rows[key] = row
+    return list(rows.values())
 
 
 def print_table(rows: list[dict]) -> None:
@@ -110,7 +138,8 @@ def print_table(rows: list[dict]) -> None:
               f"{r['time_reduce']:>7.3f}{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
               f"{d_test:>+6.2f}{100 * r['test_last']:>7.2f}{d_last:>+6.2f}{speed:>6.2f}")
     print("MB/ep: boundary-message MiB per epoch (all workers, mean); steady: last epoch; "
-          "x less: vanilla bytes / these bytes; times in s per epoch (mean over workers); "
+          "x less: vanilla bytes / these bytes; times in s per epoch (mean over workers, "
+          "median over epochs); "
           "test: best-val epoch, last: final epoch (accuracy or ROC-AUC, %); "
           "Δ: points vs vanilla; t/van: epoch time / vanilla's")
 
@@ -122,6 +151,7 @@ def main(argv=None) -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--epochs", type=int, default=None, help="override train.epochs")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--repeat", type=int, default=1, help="rounds of the whole sweep")
     parser.add_argument("--config", default=None, help="config for every dataset "
                         "(default: configs/adaqp-<dataset>.yaml, else adaqp-cora.yaml)")
     parser.add_argument("--set", nargs="*", default=[], help="more overrides, key=value")
@@ -130,24 +160,21 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     out = Path(args.out)
     if not args.table_only:
+        sweep = time.strftime("%Y%m%d-%H%M%S")
         with tempfile.TemporaryDirectory(prefix="bench_fullgraph_") as scratch:
-            for dataset in args.datasets:
-                for workers in args.workers:
-                    for variant in args.variants:
-                        row = run_variant(dataset, workers, variant, args, Path(scratch))
-                        with open(out, "a") as f:
-                            f.write(json.dumps(row) + "\n")
-                        print(f"done {dataset} K={workers} {variant}: "
-                              f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
-                              f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}",
-                              flush=True)
-    rows = {}
-    for line in out.read_text().splitlines():
-        if line.strip():           # a re-run of the same cell replaces the earlier one
-            row = json.loads(line)
-            rows[(row["dataset"], row["workers"], row["variant"])] = row
-    print_table(list(rows.values()))
-
+            for round_ in range(args.repeat):
+                for dataset in args.datasets:
+                    for workers in args.workers:
+                        for variant in args.variants:
+                            row = run_variant(dataset, workers, variant, args, Path(scratch))
+                            row.update(sweep=sweep, round=round_)
+                            with open(out, "a") as f:
+                                f.write(json.dumps(row) + "\n")
+                            print(f"done {dataset} K={workers} {variant} (round {round_}): "
+                                  f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
+                                  f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}",
+                                  flush=True)
+    print_table(load_rows(out))
 
 if __name__ == "__main__":
     main()
