@@ -95,7 +95,7 @@ class PartitionConfig:
 class CacheConfig:
     policy: str = "vip"                  # none | degree | vip
     replication: float = 0.1             # alpha: cache alpha*N/K remote rows per worker
-    device_fraction: float = 0.15        # share of local rows on the fastest tier (GPU)
+    device_fraction: float = 0.15        # share of local rows on the GPU (+ cache if distributed)
 
 
 @dataclass

@@ -18,6 +18,30 @@ from .minibatch import MiniBatch
 _DONE = object()
 
 
+def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=None,
+                  gpu_tiers=None):
+    """The fused sample+gather kernel for `config.sampler.device` over `features` (rows
+    of node ids through `row_of`, None = row i is node i), with `sampler.prefetch + 2`
+    output buffers. 'auto' picks the GPU kernel (samplers/fused_gpu.py) when a CUDA GPU
+    is present. On the GPU path `gpu_tiers()` returns the feature tiers' options
+    ({'budgets': TierBudgets, 'hotness': [N] scores}); it is called only there, since the
+    hotness is an array over all nodes. Default: `cache.device_fraction` of the rows on
+    the device, hottest by degree, the rest in pinned host memory."""
+    from samplers.fused_gpu import make_sampler, resolve_device
+    from samplers.gpu_tiers import TierBudgets
+    device = resolve_device(config.sampler.device)
+    options = {"num_buffers": config.sampler.prefetch + 2}
+    if device != "cpu" and features is not None:
+        if gpu_tiers is not None:
+            options.update(gpu_tiers())
+        else:
+            row_bytes = features.shape[1] * features.dtype.itemsize
+            options["budgets"] = TierBudgets.from_device_fraction(
+                features.shape[0], row_bytes, config.cache.device_fraction)
+    return make_sampler(device, indptr, indices, list(config.sampler.fanouts),
+                        features=features, row_of=row_of, num_threads=threads, **options)
+
+
 def batch_seed(base: int, epoch: int, index: int) -> int:
     """A distinct, reproducible sampling seed per (run seed, epoch, batch)."""
     return (base * 1_000_003 + epoch) * 1_000_033 + index

@@ -55,13 +55,19 @@ def cuda_gpu_available() -> bool:
     return (not kernels.IN_SIMULATOR) and cuda.is_available()
 
 
+def resolve_device(device: str) -> str:
+    """`sampler.device` with 'auto' resolved: 'cuda' when a CUDA GPU is present, else 'cpu'."""
+    if device == "auto":
+        return "cuda" if cuda_gpu_available() else "cpu"
+    return device
+
+
 def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=None,
                  num_threads: int | None = None, **gpu_options):
     """The sampler for `sampler.device`: 'cpu' -> FusedSampler, 'cuda' -> GpuFusedSampler,
     'auto' -> the GPU one when a CUDA GPU is present, else the CPU one. `gpu_options`
     (budgets, hotness, adjacency_device_bytes, peer_devices, ...) go to the GPU one."""
-    if device == "auto":
-        device = "cuda" if cuda_gpu_available() else "cpu"
+    device = resolve_device(device)
     if device == "cpu":
         from samplers.fused_cpu import FusedSampler
         return FusedSampler(indptr, indices, fanouts, features=features, row_of=row_of,

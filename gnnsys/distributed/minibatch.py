@@ -7,8 +7,9 @@ driver), then launches `cluster.workers` Ray actors. Each worker:
 - builds its `FeatureStore`: own rows in VIP order + the cache the policy picks;
 - draws seeds from its own part's training nodes only ("federated"), with the same
   number of batches on every rank (ceil(total seeds / (K * batch))) so collectives pair;
-- samples + gathers with the fused kernel and fetches the missing rows in the loader
-  thread, on a separate process group, while the previous batch trains;
+- samples + gathers with the fused kernel (the GPU one when `sampler.device` picks a
+  GPU, with the cache and the hottest local rows in GPU memory) and fetches the missing
+  rows in the loader thread, on a separate process group, while the previous batch trains;
 - trains a DistributedDataParallel model; gradients are all-reduced through a comm hook
   that counts bytes and time;
 - evaluates with exact layer-wise inference over its own rows (halo exchange), then
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..loader import NodeLoader
+from ..loader import NodeLoader, fused_sampler
 from ..metrics import METRIC_KEY, evaluate
 from ..runlog import RunDir, progress, resume_state
 from ..store.feature_store import FeatureStore
@@ -62,12 +63,26 @@ def _timed_allreduce_hook(comm):
     return hook
 
 
+def store_sampler(config, indptr, indices, store: FeatureStore):
+    """The worker's fused sampler over its store's table (`sampler.device`): on a GPU the
+    store's tiers (cache + hottest local rows on the device, see FeatureStore.hotness)."""
+    return fused_sampler(config, indptr, indices, store.table, row_of=store.row_of,
+                         threads=config.sampler.threads, gpu_tiers=store.gpu_tiers)
+
+
+def _sampler_info(sampler) -> dict:
+    """Which kernel samples, and (GPU) the feature bytes per tier, for the run log."""
+    placement = getattr(sampler, "placement", None)
+    if placement is None:
+        return {"sampler": "cpu"}
+    return {"sampler": "cuda", "feature_tier_bytes": placement.bytes_per_tier()}
+
+
 class _PartWorker:
     """State of one rank's training run."""
 
     def __init__(self, ctx, config, parts_path: str):
         from partition.format import PartitionSet
-        from samplers import FusedSampler
         self.ctx, self.config = ctx, config
         rank = ctx.rank
         self.parts = PartitionSet(parts_path)
@@ -90,9 +105,8 @@ class _PartWorker:
         self.splits = {name: self._own_split(name) for name in ("train", "val", "test")}
         total_train = sum(ctx.comm.all_gather_object(len(self.splits["train"])))
         self.num_batches = max(1, -(-total_train // (ctx.world_size * s.batch_size)))
-        sampler = FusedSampler(indptr, indices, list(s.fanouts), features=self.store.table,
-                               row_of=self.store.row_of, num_threads=s.threads,
-                               num_buffers=s.prefetch + 2)
+        sampler = store_sampler(config, indptr, indices, self.store)
+        self.sampler_info = _sampler_info(sampler)
         self.loader = NodeLoader(sampler, self.splits["train"], self.labels, s.batch_size,
                                  shuffle=True, prefetch=s.prefetch,
                                  seed=config.train.seed * 7919 + rank,
@@ -150,7 +164,7 @@ def train_worker(ctx, config, parts_path: str) -> dict:
         ddp.register_comm_hook(None, _timed_allreduce_hook(ctx.comm))
     if state["epoch"] < 0:
         run.log({"event": "store", "workers": ctx.comm.all_gather_object(
-            {"rank": ctx.rank, **w.store.describe(),
+            {"rank": ctx.rank, **w.store.describe(), **w.sampler_info,
              "fill_bytes_recv": w.store.fill_traffic.bytes_recv})})
     w.store.take_stats()
     ctx.comm.reset_stats()

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ..datasets import load_dataset
 from ..distributed import launch
-from ..loader import NodeLoader
+from ..loader import NodeLoader, fused_sampler
 from ..metrics import METRIC_KEY, evaluate
 from ..models import build_model
 from ..runlog import RunDir, progress, resume_state
@@ -60,16 +60,7 @@ def normalize_features(graph, how: str):
 def make_sampler(config, graph, threads: int | None):
     """The fused sampler for `sampler.device` (auto: the GPU kernel when a GPU is present,
     with the hottest rows, by degree, on the device within cache.device_fraction)."""
-    from samplers.fused_gpu import make_sampler as sampler_for_device
-    from samplers.gpu_tiers import TierBudgets
-    options = {"num_buffers": config.sampler.prefetch + 2}
-    if config.sampler.device != "cpu" and graph.x is not None:
-        row_bytes = graph.x.shape[1] * graph.x.dtype.itemsize
-        options["budgets"] = TierBudgets.from_device_fraction(
-            graph.num_nodes, row_bytes, config.cache.device_fraction)
-    return sampler_for_device(config.sampler.device, graph.indptr, graph.indices,
-                              list(config.sampler.fanouts), features=graph.x,
-                              num_threads=threads, **options)
+    return fused_sampler(config, graph.indptr, graph.indices, graph.x, threads=threads)
 
 
 def train_worker(ctx, config) -> dict:

@@ -5,9 +5,14 @@
 
 The fused sampler gathers straight from `table` through `row_of` and lists the rows no
 tier holds in `missing`; `fill_missing` fetches those from their owners and scatters
-them into the batch (it runs in the loader thread, so batch i+1's fetch overlaps the
-training step of batch i). The first `device_rows` local rows are the ones a GPU tier
-would hold (VIP order puts the most-read rows there).
+them into the batch, on whatever device the batch's features are (it runs in the loader
+thread, so batch i+1's fetch overlaps the training step of batch i).
+
+With a GPU (`sampler.device` auto/cuda), the GPU fused sampler splits `table` into tiers
+as SALIENT++ does: `hotness()` ranks the cached remote rows first (cache order, hottest
+first), then the local rows in their on-disk VIP order, and `tier_budgets()` gives the
+device room for the whole cache plus the first `device_rows` (= cache.device_fraction)
+local rows; the other local rows are read in place from pinned host memory.
 
 Counters per epoch (`take_stats`): rows read locally, cache hits, remote rows fetched,
 rows served to peers, bytes sent/received and seconds spent in the fetch collectives.
@@ -65,20 +70,48 @@ class FeatureStore:
         return cls(parts.book, part, np.asarray(local_x), cached, fetcher, device_fraction,
                    policy)
 
+    # ------------------------------------------------------------------ GPU tiers
+    def hotness(self) -> np.ndarray:
+        """Placement score of every global node for the GPU sampler's feature tiers
+        (int64 [N], higher = hotter, 0 = no copy here): cached remote rows above all local
+        rows, each group in its own hottest-first order (cache: by the policy's score;
+        local: by VIP, the on-disk row order)."""
+        # SALIENT++ keeps the whole cache in GPU memory, then gpu_percent of the local rows
+        # by VIP: a cached row is a top-VIP remote row, and it is what saves a fetch.
+        lo = self.book.range(self.part)[0]
+        score = np.zeros(self.book.num_nodes, dtype=np.int64)
+        score[lo:lo + self.num_local] = np.arange(self.num_local, 0, -1)
+        score[self.cached_ids] = self.num_local + np.arange(self.num_cached, 0, -1)
+        return score
+
+    def tier_budgets(self):
+        """Device budget for `hotness()`: the cache plus the first `device_rows` local
+        rows; every other local row in pinned host memory (samplers.gpu_tiers)."""
+        from samplers.gpu_tiers import TierBudgets
+        row_bytes = self.table.shape[1] * self.table.itemsize
+        return TierBudgets(device_bytes=(self.num_cached + self.device_rows) * row_bytes)
+
+    def gpu_tiers(self) -> dict:
+        """The GPU fused sampler's feature-tier options (gnnsys.loader.fused_sampler)."""
+        return {"budgets": self.tier_budgets(), "hotness": self.hotness()}
+
     # ------------------------------------------------------------------ per batch
     def fill_missing(self, batch):
-        """Fetch the rows of `batch.missing` from their owners, write them into batch.x.
-        A collective: every rank calls it once per batch."""
-        n_id = batch.n_id.numpy()
+        """Fetch the rows of `batch.missing` from their owners, write them into batch.x
+        (on batch.x's device). A collective: every rank calls it once per batch."""
+        n_id = batch.n_id.cpu().numpy()
         rows = self.row_of[n_id]
         self.local_reads += int(np.count_nonzero((rows >= 0) & (rows < self.num_local)))
         self.cache_hits += int(np.count_nonzero(rows >= self.num_local))
-        missing = batch.missing.numpy() if batch.missing is not None else np.empty(0, np.int64)
+        missing = (batch.missing.cpu().numpy() if batch.missing is not None
+                   else np.empty(0, np.int64))
         t0 = time.perf_counter()
         fetched = self.fetcher.fetch(n_id[missing])
         self.fetch_s += time.perf_counter() - t0
         if missing.size:
-            batch.x[batch.missing] = torch.from_numpy(fetched)
+            device = batch.x.device
+            batch.x[torch.from_numpy(missing).to(device)] = \
+                torch.from_numpy(fetched).to(device, batch.x.dtype)
         self.remote_rows += int(missing.size)
         self.batches += 1
         return batch

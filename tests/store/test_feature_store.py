@@ -81,3 +81,100 @@ def test_fetch_rejects_own_rows(parts):
                             np.zeros((parts.book.size(0), 5), np.float32))
     with pytest.raises(ValueError, match="rows it owns"):
         fetcher.fetch(np.array([0]))
+
+
+def open_stores(parts, policy="vip", replication=0.3, device_fraction=0.25):
+    """Every rank's FeatureStore (opened together: the cache fill is a collective)."""
+    indptr, indices = parts.full_csr()
+    group = ThreadGroup(parts.num_parts)
+    return group.run(lambda comm: FeatureStore.open(
+        parts, comm.rank, comm, indptr=indptr, indices=indices, policy=policy,
+        replication=replication, fanouts=[4, 3], batch_size=16,
+        device_fraction=device_fraction))
+
+
+def test_hotness_puts_cache_then_hottest_local_rows_on_the_device(parts):
+    from samplers.gpu_tiers import DEVICE_TIER, HOST_TIER, MISS, hotness_order, place_features
+    store = open_stores(parts)[1]
+    n_local, n_cached = store.num_local, store.num_cached
+    assert n_cached > 0 and 0 < store.device_rows < n_local
+    hot = store.hotness()
+    assert hot.shape == (parts.book.num_nodes,)
+    np.testing.assert_array_equal(hot > 0, store.row_of >= 0)      # 0 = no copy here
+    # Ranking: the cache in its own order (hottest first), then the local rows in VIP
+    # (= on-disk) order; i.e. table rows n_local.., then 0..n_local.
+    order = hotness_order(hot)[:n_local + n_cached]
+    lo = parts.book.range(1)[0]
+    np.testing.assert_array_equal(order, np.concatenate(
+        [store.cached_ids, lo + np.arange(n_local)]))
+    row_bytes = store.table.shape[1] * store.table.itemsize
+    placement = place_features(parts.book.num_nodes, hot, row_bytes, store.tier_budgets(),
+                               store.row_of)
+    np.testing.assert_array_equal(placement.tier_rows[DEVICE_TIER], np.concatenate(
+        [n_local + np.arange(n_cached), np.arange(store.device_rows)]))
+    np.testing.assert_array_equal(placement.tier_rows[HOST_TIER],
+                                  np.arange(store.device_rows, n_local))
+    assert placement.num_misses == np.count_nonzero(store.row_of < 0)
+    assert np.all(placement.location[store.row_of < 0] == MISS)
+
+
+def test_hotness_without_cache_is_the_local_vip_order(parts):
+    store = open_stores(parts, policy="none", device_fraction=0.0)[0]
+    hot = store.hotness()
+    lo, hi = parts.book.range(0)
+    assert store.num_cached == 0 and np.count_nonzero(hot) == hi - lo
+    assert np.all(np.diff(hot[lo:hi]) < 0)                          # row 0 hottest
+    assert store.tier_budgets().device_bytes == 0
+
+
+def test_fill_missing_writes_on_the_batch_device_and_dtype(parts):
+    """fill_missing converts fetched rows to batch.x's device and dtype (here CPU float16:
+    the CPU stand-in for a batch whose features live on a GPU)."""
+    indptr, indices = parts.full_csr()
+    x_all = reference_features(parts)
+
+    def worker(comm):
+        store = FeatureStore.open(parts, comm.rank, comm, indptr=indptr, indices=indices,
+                                  policy="none", replication=0.0, fanouts=[4, 3],
+                                  batch_size=16)
+        sampler = FusedSampler(indptr, indices, [4, 3], features=store.table,
+                               row_of=store.row_of)
+        seeds = np.asarray(parts.array(comm.rank, "train_idx"))[:16]
+        batch = MiniBatch.from_sampled(sampler.sample(seeds, 0))
+        batch.x = batch.x.half()
+        batch = store.fill_missing(batch)
+        assert batch.missing.numel() > 0
+        np.testing.assert_array_equal(batch.x.numpy(),
+                                      x_all[batch.n_id.numpy()].astype(np.float16))
+
+    ThreadGroup(3).run(worker)
+
+
+def test_worker_sampler_on_cpu_is_the_plain_fused_sampler(parts):
+    """sampler.device=cpu (and auto without a GPU): the worker's sampler is the CPU
+    FusedSampler over the store's table, as before; the GPU tiers are never computed."""
+    import gnnsys.config
+    from gnnsys.distributed.minibatch import store_sampler
+    from samplers.fused_gpu import cuda_gpu_available
+    indptr, indices = parts.full_csr()
+    store = open_stores(parts)[0]
+
+    def no_tiers():
+        raise AssertionError("the CPU path must not compute GPU tiers")
+    store.gpu_tiers = no_tiers
+    devices = ["cpu"] + ([] if cuda_gpu_available() else ["auto"])
+    seeds = np.asarray(parts.array(0, "train_idx"))[:16]
+    plain = FusedSampler(indptr, indices, [4, 3], features=store.table, row_of=store.row_of,
+                         num_buffers=5)
+    want = plain.sample(seeds, 3)
+    for device in devices:
+        config = gnnsys.config.from_dict({"sampler": {"device": device, "fanouts": [4, 3],
+                                                      "prefetch": 3}})
+        sampler = store_sampler(config, indptr, indices, store)
+        assert type(sampler) is FusedSampler and sampler.num_buffers == 5
+        got = sampler.sample(seeds, 3)
+        for name in ("n_id", "x", "missing"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+        for a, b in zip(got.block_indptr + got.block_indices,
+                        want.block_indptr + want.block_indices):
+            np.testing.assert_array_equal(a, b)
