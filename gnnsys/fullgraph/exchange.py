@@ -31,6 +31,7 @@ import torch
 from .halo import HaloPlan
 from .quantize import decode_message, encode_message, message_order
 from .quantize_fast import decode_rows, encode_rows, group_counts, wire_size
+from .spmm import spmm
 from .timing import EpochTimers
 
 
@@ -239,13 +240,6 @@ def _put(out: torch.Tensor, index: torch.Tensor, rows: torch.Tensor, accumulate:
 
 
 # ----------------------------------------------------------------------------- autograd
-def _spmm(op: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
-    rows, cols = op.shape
-    if rows == 0 or cols == 0 or dense.shape[0] == 0:
-        return dense.new_zeros(rows, dense.shape[1])
-    return torch.sparse.mm(op, dense)
-
-
 @dataclass
 class AggregationStep:
     """Everything one layer's aggregation needs besides its input."""
@@ -269,17 +263,19 @@ class HaloAggregate(torch.autograd.Function):
         h = h.contiguous()
         if not ex.distributed:
             with timers.measure("central"):
-                return _spmm(plan.central.forward, h)
+                return spmm(plan.central.forward, h)
         pending = ex.start(h, forward_key(step.layer), step.quantized)
         if not ex.overlap:
             pending.wait()
+        out = h.new_empty(plan.num_inner, h.shape[1])
+        central, marginal = out[:plan.num_central], out[plan.num_central:]
         with timers.measure("central"):      # needs no remote rows
-            central = _spmm(plan.central.forward, h)
-            marginal = _spmm(plan.marginal_local.forward, h)
+            spmm(plan.central.forward, h, central)
+            spmm(plan.marginal_local.forward, h, marginal)
         halo = pending.finish(h.new_empty(plan.num_halo, h.shape[1]), accumulate=False)
         with timers.measure("marginal"):
-            marginal = marginal + _spmm(plan.marginal_halo.forward, halo)
-        return torch.cat([central, marginal])
+            spmm(plan.marginal_halo.forward, halo, marginal, accumulate=True)
+        return out
 
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
@@ -290,16 +286,16 @@ class HaloAggregate(torch.autograd.Function):
         grad_out = grad_out.contiguous()
         if not ex.distributed:
             with timers.measure("central"):
-                return _spmm(plan.central.transpose, grad_out), None
+                return spmm(plan.central.transpose, grad_out), None
         grad_central, grad_marginal = grad_out[:plan.num_central], grad_out[plan.num_central:]
         with timers.measure("marginal"):
-            grad_halo = _spmm(plan.marginal_halo.transpose, grad_marginal)
+            grad_halo = spmm(plan.marginal_halo.transpose, grad_marginal)
         pending = ex.start(grad_halo, backward_key(step.layer), step.quantized)
         if not ex.overlap:
             pending.wait()
         with timers.measure("central"):
-            grad_h = (_spmm(plan.central.transpose, grad_central)
-                      + _spmm(plan.marginal_local.transpose, grad_marginal))
+            grad_h = spmm(plan.central.transpose, grad_central)
+            spmm(plan.marginal_local.transpose, grad_marginal, grad_h, accumulate=True)
         # the owners' partial sums for the rows I sent them
         return pending.finish(grad_h, accumulate=True), None
 
