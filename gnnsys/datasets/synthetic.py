@@ -20,7 +20,7 @@ so they carry no trace of the ring: a partitioner has to find the structure.
 
 Every random number comes from a counter-based hash (splitmix64 of seed and position), so
 the parallel numba kernels give identical graphs for a seed whatever the thread count.
-A 2.45M-node, 124M-edge graph (`synthetic-products`) takes about 30 s of CPU time on two
+A 2.45M-node, 124M-edge graph (`synthetic-products`) takes about 60 s of CPU time on two
 cores (edges: alias-table sampling, then O(E) bucketing; features: one pass) and peaks
 at about 2 GB of memory.
 """
