@@ -220,34 +220,14 @@ def _alias_draw(prob, alias, offset, size, r_index, r_coin):
 
 @numba.njit(parallel=True, cache=True)
 def _sample_edge_pairs(stream, first_edge, num_edges, labels, global_prob, global_alias,
-                       members, class_start, class_prob, class_alias, homophily, out_u, out_v):
-    """Edge e's two ends from five uniforms at counters 5e..5e+4 (e counted from first_edge)."""
-    n = labels.size
-    for j in numba.prange(num_edges):
-        base = 5 * (first_edge + j)
-        u = _alias_draw(global_prob, global_alias, 0, n,
-                        _uniform(stream, base), _uniform(stream, base + 1))
-        if _uniform(stream, base + 2) < homophily:
-            c = labels[u]
-            lo = class_start[c]
-            k = _alias_draw(class_prob, class_alias, lo, class_start[c + 1] - lo,
-                            _uniform(stream, base + 3), _uniform(stream, base + 4))
-            v = members[lo + k]
-        else:
-            v = _alias_draw(global_prob, global_alias, 0, n,
-                            _uniform(stream, base + 3), _uniform(stream, base + 4))
-        out_u[j] = u
-        out_v[j] = v
+                       members, class_start, class_prob, class_alias, homophily,
+                       local_fraction, scale, tail_inverse, mass_end, out_u, out_v):
+    """Edge e's two ends from five uniforms at counters 5e..5e+4 (e counted from first_edge).
 
-
-@numba.njit(parallel=True, cache=True)
-def _sample_local_edge_pairs(stream, first_edge, num_edges, labels, global_prob,
-                             global_alias, members, class_start, class_prob, class_alias,
-                             homophily, local_fraction, scale, tail_inverse, mass_end,
-                             out_u, out_v):
-    """Like `_sample_edge_pairs` on ring-ordered ids, plus the local (ring distance) edges.
-
-    mass_end[i] = theta[0] + ... + theta[i]: node i owns the mass interval
+    The first end is drawn by theta; the second is local with probability local_fraction
+    (ids are then ring positions), else in the first end's class with probability
+    homophily, else by theta over all nodes. With local_fraction = 0 no draw changes from
+    version 1. mass_end[i] = theta[0] + ... + theta[i]: node i owns the mass interval
     (mass_end[i-1], mass_end[i]]. A local edge steps d * mean(theta) of mass from the
     edge of u's interval, so a hub's own width does not swallow its local edges.
     """
@@ -344,16 +324,11 @@ def generate(params: SyntheticParams, name: str = "synthetic", split: int = 0,
     _build_alias(theta, global_prob, global_alias, 0)
     class_prob, class_alias = _community_alias_tables(theta, members, class_start)
     tables = (labels, global_prob, global_alias, members, class_start, class_prob,
-              class_alias, float(params.homophily))
-    if ring:
-        tables += (float(params.local_fraction), float(params.locality_scale),
-                   1.0 / params.locality_exponent, np.cumsum(theta))
-        draw = _sample_local_edge_pairs
-    else:
-        draw = _sample_edge_pairs
+              class_alias, float(params.homophily), float(params.local_fraction),
+              float(params.locality_scale), 1.0 / params.locality_exponent, np.cumsum(theta))
 
     def sampler(stream, first, count, out_u, out_v, tables=tables):
-        draw(stream, first, count, *tables, out_u, out_v)
+        _sample_edge_pairs(stream, first, count, *tables, out_u, out_v)
 
     bar.stage(STAGES[1])
     upper_indptr, upper_cols = _sample_unique_edges(params, sampler, bar, shuffle)
