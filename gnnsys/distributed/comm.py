@@ -66,7 +66,7 @@ class Communicator:
         if recv_counts is None:
             counts = torch.tensor(send_counts, dtype=torch.int64, device=self.device)
             received = torch.empty_like(counts)
-            self._timed(lambda: dist.all_to_all_single(received, counts, group=self.group))
+            self._timed(lambda: self._all_to_all_single(received, counts, None, None))
             recv_counts = received.tolist()
             # the counts message is traffic too: 8 bytes per peer each way
             counts_bytes = 8 * (self.world_size - 1)
@@ -85,9 +85,8 @@ class Communicator:
         out = torch.empty((sum(rc), *trailing), dtype=dtype, device=self.device)
         work = None
         if self.world_size > 1:
-            work = self._timed(lambda: dist.all_to_all_single(
-                out, flat, output_split_sizes=rc, input_split_sizes=send_counts,
-                group=self.group, async_op=True))
+            work = self._timed(lambda: self._all_to_all_single(
+                out, flat, rc, send_counts, async_op=True))
         else:
             out.copy_(flat)
         row_bytes = flat.element_size() * (int(torch.tensor(trailing).prod()) if trailing else 1)
@@ -104,9 +103,7 @@ class Communicator:
         """In place; op in sum | mean | max | min."""
         if self.world_size == 1:
             return tensor
-        reduce_op = {"sum": dist.ReduceOp.SUM, "mean": dist.ReduceOp.SUM,
-                     "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}[op]
-        self._timed(lambda: dist.all_reduce(tensor, op=reduce_op, group=self.group))
+        self._timed(lambda: self._all_reduce(tensor, "sum" if op == "mean" else op))
         nbytes = tensor.numel() * tensor.element_size()
         self.stats.bytes_sent += nbytes
         self.stats.bytes_recv += nbytes
@@ -117,20 +114,42 @@ class Communicator:
     def all_gather_object(self, obj) -> list:
         if self.world_size == 1:
             return [obj]
-        out = [None] * self.world_size
-        self._timed(lambda: dist.all_gather_object(out, obj, group=self.group))
-        return out
+        return self._timed(lambda: self._all_gather_object(obj))
 
     def broadcast_object(self, obj, src: int = 0):
         if self.world_size == 1:
             return obj
-        box = [obj]
-        self._timed(lambda: dist.broadcast_object_list(box, src=src, group=self.group))
-        return box[0]
+        return self._timed(lambda: self._broadcast_object(obj, src))
 
     def barrier(self) -> None:
         if self.world_size > 1:
-            self._timed(lambda: dist.barrier(group=self.group))
+            self._timed(self._barrier)
+
+    # --------------------------------------------------------------- transport
+    # The only methods that move bytes; a stand-in transport (gnnsys.distributed.local:
+    # ranks as threads) overrides these and keeps every bit of the accounting above.
+    def _all_to_all_single(self, out, flat, out_splits, in_splits, async_op=False):
+        return dist.all_to_all_single(out, flat, output_split_sizes=out_splits,
+                                      input_split_sizes=in_splits, group=self.group,
+                                      async_op=async_op)
+
+    def _all_reduce(self, tensor, op: str) -> None:
+        reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                     "min": dist.ReduceOp.MIN}[op]
+        dist.all_reduce(tensor, op=reduce_op, group=self.group)
+
+    def _all_gather_object(self, obj) -> list:
+        out = [None] * self.world_size
+        dist.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def _broadcast_object(self, obj, src: int):
+        box = [obj]
+        dist.broadcast_object_list(box, src=src, group=self.group)
+        return box[0]
+
+    def _barrier(self) -> None:
+        dist.barrier(group=self.group)
 
 
 class PendingAllToAll:

@@ -1,13 +1,15 @@
 """In-process stand-in for a process group: K ranks as K threads of one process.
 
 For tests and examples of code that talks through a `Communicator` (the feature fetch,
-evaluation gathers) without starting Ray or torch.distributed. Same interface and the
-same byte/row accounting as `Communicator`; data moves through shared slots and a
-barrier, so every rank must make the same calls in the same order, as with real
-collectives (a rank that stops calling makes the others time out, not hang).
+evaluation gathers, the temporal exchange) without starting Ray or torch.distributed.
+`ThreadComm` is a `Communicator` whose transport methods move data through shared slots
+and a barrier, so the byte/row/wait accounting is the real one. Every rank must make the
+same calls in the same order, as with real collectives (a rank that stops calling makes
+the others time out, not hang).
 
     group = ThreadGroup(2)
-    results = group.run(lambda comm: comm.all_to_all([...]))   # one thread per rank
+    results = group.run(lambda comm: comm.all_to_all([...]))       # one thread per rank
+    results = group.run_workers(train_worker, config)              # fn(WorkerContext, ...)
 """
 from __future__ import annotations
 
@@ -15,11 +17,11 @@ import threading
 
 import torch
 
-from .comm import CommStats
+from .comm import Communicator
 
 
 class ThreadGroup:
-    def __init__(self, world_size: int, timeout_s: float = 30.0):
+    def __init__(self, world_size: int, timeout_s: float = 120.0):
         self.world_size = world_size
         self.timeout_s = timeout_s
         self._barrier = threading.Barrier(world_size, timeout=timeout_s)
@@ -28,7 +30,7 @@ class ThreadGroup:
     def comm(self, rank: int) -> "ThreadComm":
         return ThreadComm(self, rank)
 
-    def _exchange(self, rank: int, item) -> list:
+    def exchange(self, rank: int, item) -> list:
         """Everyone posts `item`; returns every rank's item, in rank order."""
         self._barrier.wait()           # previous exchange fully read
         self._slots[rank] = item
@@ -43,7 +45,7 @@ class ThreadGroup:
         def body(rank):
             try:
                 results[rank] = fn(self.comm(rank))
-            except BaseException as err:   # surface it in the caller
+            except BaseException as err:   # a failed rank must not leave the others waiting
                 errors.append(err)
                 self._barrier.abort()
 
@@ -56,48 +58,38 @@ class ThreadGroup:
             raise errors[0]
         return results
 
+    def run_workers(self, fn, *args) -> list:
+        """fn(WorkerContext, *args) on every rank, as `launch` would run it on Ray actors."""
+        from .launcher import WorkerContext
+        return self.run(lambda comm: fn(
+            WorkerContext(comm.rank, self.world_size, torch.device("cpu"), comm), *args))
 
-class ThreadComm:
-    """The `Communicator` interface over a ThreadGroup."""
+
+class ThreadComm(Communicator):
+    """A `Communicator` over a ThreadGroup: only the transport differs."""
 
     def __init__(self, group: ThreadGroup, rank: int):
-        self.group, self.rank, self.world_size = group, rank, group.world_size
-        self.device = torch.device("cpu")
-        self.stats = CommStats()
+        super().__init__(rank, group.world_size)
+        self.thread_group = group
 
-    def reset_stats(self) -> CommStats:
-        old, self.stats = self.stats, CommStats()
-        return old
+    def _all_to_all_single(self, out, flat, out_splits, in_splits, async_op=False):
+        in_splits = in_splits or [len(flat) // self.world_size] * self.world_size
+        out_splits = out_splits or [len(out) // self.world_size] * self.world_size
+        posted = self.thread_group.exchange(self.rank, list(flat.clone().split(in_splits)))
+        torch.cat([posted[r][self.rank] for r in range(self.world_size)], out=out)
+        assert [len(posted[r][self.rank]) for r in range(self.world_size)] == list(out_splits)
+        return None                        # already done: nothing to wait for
 
-    def all_to_all(self, send, recv_counts=None):
-        posted = self.group._exchange(self.rank, [t.clone() for t in send])
-        recv = [posted[r][self.rank] for r in range(self.world_size)]
-        if recv_counts is not None:
-            assert [len(t) for t in recv] == list(recv_counts), "recv_counts mismatch"
-        row = lambda t: t.element_size() * (t[0].numel() if len(t) else 0)
-        sent = [t for r, t in enumerate(send) if r != self.rank]
-        got = [t for r, t in enumerate(recv) if r != self.rank]
-        self.stats.calls += 1
-        self.stats.rows_sent += sum(len(t) for t in sent)
-        self.stats.rows_recv += sum(len(t) for t in got)
-        self.stats.bytes_sent += sum(len(t) * row(t) for t in sent)
-        self.stats.bytes_recv += sum(len(t) * row(t) for t in got)
-        return recv
+    def _all_reduce(self, tensor, op: str) -> None:
+        stacked = torch.stack(self.thread_group.exchange(self.rank, tensor.clone()))
+        tensor.copy_({"sum": stacked.sum(0), "max": stacked.amax(0),
+                      "min": stacked.amin(0)}[op])
 
-    def all_reduce(self, tensor, op: str = "sum"):
-        values = self.group._exchange(self.rank, tensor.clone())
-        stacked = torch.stack(values)
-        result = {"sum": stacked.sum(0), "mean": stacked.mean(0) if stacked.is_floating_point()
-                  else stacked.sum(0) // self.world_size,
-                  "max": stacked.max(0).values, "min": stacked.min(0).values}[op]
-        tensor.copy_(result)
-        return tensor
+    def _all_gather_object(self, obj) -> list:
+        return self.thread_group.exchange(self.rank, obj)
 
-    def all_gather_object(self, obj) -> list:
-        return self.group._exchange(self.rank, obj)
+    def _broadcast_object(self, obj, src: int):
+        return self.thread_group.exchange(self.rank, obj)[src]
 
-    def broadcast_object(self, obj, src: int = 0):
-        return self.group._exchange(self.rank, obj)[src]
-
-    def barrier(self) -> None:
-        self.group._exchange(self.rank, None)
+    def _barrier(self) -> None:
+        self.thread_group.exchange(self.rank, None)
