@@ -53,17 +53,8 @@ def require_gpu():
 
 
 def load_graph(args):
-    if args.nodes:
-        from bench_sampler import power_law_graph       # scripts/ is on sys.path
-        print(f"graph: power-law random, {args.nodes:,} nodes, mean degree {args.degree}, "
-              f"{args.features} features", flush=True)
-        return power_law_graph(args.nodes, args.degree, args.features)
-    from gnnsys.datasets import load_dataset
-    graph = load_dataset(args.dataset)
-    print(f"graph: {graph}", flush=True)
-    seeds = graph.train_idx if graph.train_idx is not None else np.arange(graph.num_nodes)
-    return (np.array(graph.indptr), np.array(graph.indices), np.array(graph.x),
-            np.asarray(seeds, dtype=np.int64))
+    from bench_sampler import load_graph as load_cpu_graph   # scripts/ is on sys.path
+    return load_cpu_graph(args)
 
 
 def copy_bandwidth(torch, repeats: int = 10) -> float:
