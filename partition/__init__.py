@@ -6,7 +6,8 @@
     parts = PartitionSet("parts/cora-metis-2")      # memory-mapped, checksummed
     parts.book.owner(ids)                           # part of each (relabelled) id
 
-Modules: `metis` (pymetis, multi-constraint), `random`, `stream` (Fennel, one pass),
+Modules: `metis` (pymetis, multi-constraint; large graphs via `coarsen`, label
+propagation), `random`, `stream` (Fennel, one pass),
 `quality` (edge cut, balance), `vip` (SALIENT++ inclusion probabilities), `relabel`
 (contiguous id ranges), `format` (parts on disk + manifest), `build` (the pipeline).
 """
