@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from samplers._intrinsics import next_chunk, prefetch
-from samplers._rng import stream_state, uniform_below
+from samplers._rng import floyd_positions
 
 # Targets whose CSR rows are requested ahead of use (DRAM latency / work per target).
 TARGETS_AHEAD = 4
@@ -57,25 +57,13 @@ def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_in
 
 @njit(inline="always", cache=True)
 def _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates):
-    """Floyd's sample of one target's neighbour positions, written at its offset.
-    For j = degree - take .. degree - 1 draw t in [0, j]; if t was already picked, pick
-    j (never picked before: all earlier picks are < j). The linear membership test is
-    O(take^2), cheaper than any set for GNN-sized fanouts."""
+    """Floyd's sample of one target's neighbour positions, written at its offset
+    (samplers/_rng.py floyd_positions); a whole row is copied in order later."""
     offset = block_indptr[target]
     take = block_indptr[target + 1] - offset
     degree = row_degree[target]
-    if take == degree:
-        return                                   # whole row, copied in order later
-    state = stream_state(batch_seed, hop, target)
-    for picked in range(take):
-        j = degree - take + picked
-        state, draw = uniform_below(state, j + 1)
-        position = np.int64(draw)
-        for q in range(picked):
-            if candidates[offset + q] == position:
-                position = j
-                break
-        candidates[offset + picked] = position
+    if take < degree:
+        floyd_positions(batch_seed, hop, target, degree, take, candidates, offset)
 
 
 @njit(inline="always", cache=True)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
+from samplers._rng import build_streams
 from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
 
 IN_SIMULATOR = cuda.to_device.__module__.startswith("numba.cuda.simulator")
@@ -45,54 +46,10 @@ EMPTY_KEY = -1                        # hash slot without a node
 NO_LOCAL_ID = -1                      # node inserted in this hop, local id not yet assigned
 NO_PICK = np.iinfo(np.int64).max      # first_pick of a slot no pick has claimed
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-_MIX_C1 = np.uint64(0xBF58476D1CE4E5B9)
-_MIX_C2 = np.uint64(0x94D049BB133111EB)
-_U27 = np.uint64(27)
-_U30 = np.uint64(30)
-_U31 = np.uint64(31)
-_U32 = np.uint64(32)
-_LOW32 = np.uint64(0xFFFFFFFF)
-_TWO32 = np.uint64(1 << 32)
-
-
-# ------------------------------------------------------------------ random streams
-# Bit-for-bit the CPU sampler's samplers/_rng.py (its docstring is the specification).
-@cuda.jit(device=True)
-def mix64(z):
-    z = np.uint64(z)
-    z = (z ^ (z >> _U30)) * _MIX_C1
-    z = (z ^ (z >> _U27)) * _MIX_C2
-    return z ^ (z >> _U31)
-
-
-@cuda.jit(device=True)
-def stream_state(batch_seed, hop, position):
-    return mix64(mix64(mix64(batch_seed) ^ np.uint64(hop)) ^ np.uint64(position))
-
-
-@cuda.jit(device=True)
-def next_u64(state):
-    state = state + _GOLDEN
-    return state, mix64(state)
-
-
-@cuda.jit(device=True)
-def uniform_below(state, bound):
-    """(new state, r) with r uniform in [0, bound); Lemire multiply-shift with rejection."""
-    bound = np.uint64(bound)
-    state, bits = next_u64(state)
-    if bound > _TWO32:
-        return state, bits % bound
-    product = (bits >> _U32) * bound
-    low = product & _LOW32
-    if low < bound:
-        threshold = (_TWO32 - bound) % bound
-        while low < threshold:
-            state, bits = next_u64(state)
-            product = (bits >> _U32) * bound
-            low = product & _LOW32
-    return state, product >> _U32
+# The CPU sampler's random streams and Floyd sampling (samplers/_rng.py), compiled as
+# device functions from the same source: the GPU draws are the CPU draws, bit for bit.
+mix64, stream_state, next_u64, uniform_below, floyd_positions = build_streams(
+    cuda.jit(device=True))
 
 
 # ------------------------------------------------------------------ device helpers
@@ -298,16 +255,7 @@ def sample_hop(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
     if take < degree:
         # Every lane computes the same picks and stores the same values, so each lane
         # can read back the whole list without waiting for the others.
-        state = stream_state(batch_seed, hop, target)
-        for picked in range(take):
-            j = degree - take + picked
-            state, draw = uniform_below(state, j + 1)
-            position = np.int64(draw)
-            for q in range(picked):
-                if picks[offset + q] == position:
-                    position = j
-                    break
-            picks[offset + picked] = position
+        floyd_positions(batch_seed, hop, target, degree, take, picks, offset)
     for i in range(lane, take, lanes):
         k = i if take == degree else picks[offset + i]
         node_id = neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
