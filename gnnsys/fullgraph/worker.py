@@ -13,6 +13,7 @@ repo's tests; the CUDA path follows the same code but has not been run on a GPU)
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,10 +23,13 @@ from ..metrics import METRIC_KEY, roc_auc
 from ..runlog import RunDir, progress
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
-from .halo import aggregation_weights, build_halo_plan, partition_vertices
+from .halo import aggregation_weights, build_halo_plan, cached_partition
 from .model import FullGraphGNN
 from .quantize import message_size
 from .timing import EpochTimers
+
+# Partitions of graphs this big (products: METIS takes minutes) are cached on disk.
+CACHE_PARTS_FROM_EDGES = 1 << 24
 
 # Per-epoch seconds reported in the log, as (log key, timer name).
 TIME_KEYS = (("time_comm", "comm"), ("time_quant", "quant"), ("time_central", "central"),
@@ -62,18 +66,27 @@ class LocalData:
             self.global_count[name] = len(ids)
 
 
-def train_worker(ctx, config, graph=None) -> dict:
+@dataclass
+class Session:
+    """One rank's training state after set-up (what `train_worker` loops over)."""
+    graph: object
+    plan: object
+    data: LocalData
+    model: FullGraphGNN
+    optimizer: torch.optim.Optimizer
+    timers: EpochTimers
+    exchanger: HaloExchanger
+    assigner: AdaptiveAssigner | None
+    setup: dict                    # partition summary, link profile: logged once
+
+
+def setup(ctx, config, graph=None) -> Session:
+    """Partition, halo plan, local data, model, optimiser, exchanger and (adaptive) the
+    link profile and assigner; every rank calls it (it issues collectives)."""
     torch.manual_seed(config.train.seed)
     np.random.seed(config.train.seed)
     graph = graph if graph is not None else load_graph(config)
-    run = RunDir(config.run.dir, writer=ctx.is_main)
-    if ctx.attempt == 0 and hasattr(run, "start"):
-        run.start(config.run.resume)
-    run.save_config(config)
     comm, fg, q = ctx.comm, config.fullgraph, config.fullgraph.quantization
-    show = config.train.progress and ctx.is_main
-    metric_key = METRIC_KEY[graph.metric]
-
     plan = _build_plan(ctx, config, graph).to(ctx.device)
     data = LocalData(graph, plan, ctx.device)
     if data.global_count["train"] == 0:
@@ -91,38 +104,56 @@ def train_worker(ctx, config, graph=None) -> dict:
     exchanger = HaloExchanger(plan, comm, timers, assignment=assignment, overlap=fg.overlap,
                               seed=config.train.seed, device=ctx.device)
     key_dims = _message_widths(model, graph.num_features, config.model.hidden)
-    assigner, setup = None, {"partition": plan.summary()}
+    assigner, info = None, {"partition": plan.summary()}
     if quantizing and q.mode == "adaptive":
         start = time.perf_counter()
         links = profile_links(comm, *_profile_range(exchanger, key_dims, q.bits),
                               points=q.profile_points)
-        setup["profile_s"] = time.perf_counter() - start
-        setup["links"] = {f"{i}->{j}": [c.alpha_ms_per_mb, c.beta_ms] for (i, j), c in links.items()}
+        info["profile_s"] = time.perf_counter() - start
+        info["links"] = {f"{i}->{j}": [c.alpha_ms_per_mb, c.beta_ms] for (i, j), c in links.items()}
         assigner = AdaptiveAssigner(exchanger, comm, key_dims, q, links)
         exchanger.tracer = assigner.tracer
     comm.reset_stats()
+    return Session(graph, plan, data, model, optimizer, timers, exchanger, assigner, info)
+
+
+def reassign_if_due(session: Session, epoch: int, q) -> dict:
+    """Adaptive mode: re-solve the bit-widths every `assign_every` epochs from the
+    statistics traced since the last solve; returns what to log."""
+    if session.assigner is None or epoch == 0 or epoch % q.assign_every:
+        return {"assign_solve_s": 0.0}
+    start = time.perf_counter()
+    session.exchanger.assignment, infos = session.assigner.reassign()
+    return {"assign_solve_s": time.perf_counter() - start,
+            "assign": {k: {"status": v.get("status"), "solve_s": v.get("solve_s"),
+                           "modelled_round_ms": v.get("modelled_round_ms")}
+                       for k, v in infos.items()},
+            "bits": session.exchanger.assignment.histogram()}
+
+
+def train_worker(ctx, config, graph=None) -> dict:
+    run = RunDir(config.run.dir, writer=ctx.is_main)
+    if ctx.attempt == 0 and hasattr(run, "start"):
+        run.start(config.run.resume)
+    run.save_config(config)
+    s = setup(ctx, config, graph)
+    graph, plan, data, model, optimizer = s.graph, s.plan, s.data, s.model, s.optimizer
+    timers, exchanger = s.timers, s.exchanger
+    comm, q = ctx.comm, config.fullgraph.quantization
+    show = config.train.progress and ctx.is_main
+    metric_key = METRIC_KEY[graph.metric]
 
     state = _resume(run, config, comm, model, optimizer, exchanger)
     if ctx.is_main and state["epoch"] < 0:
-        run.log({"setup": True, "workers": ctx.world_size, **setup})
+        run.log({"setup": True, "workers": ctx.world_size, **s.setup})
     history = []
     bar = progress(range(state["epoch"] + 1, config.train.epochs),
                    total=config.train.epochs - state["epoch"] - 1, enabled=show,
                    desc=f"fullgraph {config.model.arch} x{ctx.world_size}", unit="epoch")
     try:
         for epoch in bar:
-            record = {"epoch": epoch}
-            solve_s = 0.0
-            if assigner is not None and epoch > 0 and epoch % q.assign_every == 0:
-                start = time.perf_counter()
-                exchanger.assignment, infos = assigner.reassign()
-                solve_s = time.perf_counter() - start
-                record["assign"] = {k: {"status": v.get("status"), "solve_s": v.get("solve_s"),
-                                        "modelled_round_ms": v.get("modelled_round_ms")}
-                                    for k, v in infos.items()}
-                record["bits"] = exchanger.assignment.histogram()
+            record = {"epoch": epoch, **reassign_if_due(s, epoch, q)}
             record.update(_train_step(model, optimizer, data, exchanger, comm, timers))
-            record["assign_solve_s"] = solve_s
             if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
                 record.update(_evaluate(model, data, exchanger, comm, graph.metric, metric_key))
                 val = record[f"val_{metric_key}"]
@@ -151,11 +182,19 @@ def _build_plan(ctx, config, graph):
                          f"is {parts_wanted} but cluster.workers is {ctx.world_size}")
     parts = None
     if ctx.is_main:
-        parts = partition_vertices(graph, ctx.world_size, config.partition.method,
-                                   seed=config.train.seed)
+        parts = cached_partition(graph, ctx.world_size, config.partition.method,
+                                 config.train.seed, _parts_cache(config, graph))
     parts = ctx.comm.broadcast_object(parts, src=0)
     weights = aggregation_weights(graph, config.model.arch)
     return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, weights)
+
+
+def _parts_cache(config, graph):
+    """Where big graphs' partitions are kept between runs (None: small, just recompute)."""
+    if len(graph.indices) < CACHE_PARTS_FROM_EDGES:
+        return None
+    from ..datasets import data_root
+    return data_root(config.dataset.root) / "parts" / "fullgraph"
 
 
 def _message_widths(model, in_dim: int, hidden: int) -> dict:

@@ -99,3 +99,20 @@ def test_streaming_the_edges_in_small_chunks_changes_nothing(graph, monkeypatch)
         assert all(np.allclose(x, y) for x, y in zip(a.send_scores, b.send_scores))
         for op in ("central", "marginal_local", "marginal_halo"):
             assert torch.equal(getattr(a, op).forward.to_dense(), getattr(b, op).forward.to_dense())
+
+
+def test_partition_cache_reuses_and_tells_graphs_apart(graph, tmp_path, monkeypatch):
+    from gnnsys.fullgraph import halo
+    calls = []
+    real = halo.partition_vertices
+    monkeypatch.setattr(halo, "partition_vertices",
+                        lambda *a, **k: calls.append(a) or real(*a, **k))
+    first = halo.cached_partition(graph, 3, "random", 0, tmp_path)
+    again = halo.cached_partition(graph, 3, "random", 0, tmp_path)
+    assert np.array_equal(first, again) and len(calls) == 1
+    assert np.array_equal(first, real(graph, 3, "random", seed=0))
+    other = tiny_graph(num_nodes=120, avg_degree=5, num_features=6, seed=4)
+    assert halo.graph_fingerprint(other) != halo.graph_fingerprint(graph)
+    halo.cached_partition(other, 3, "random", 0, tmp_path)
+    halo.cached_partition(graph, 2, "random", 0, tmp_path)
+    assert len(calls) == 3 and len(list(tmp_path.iterdir())) == 3
