@@ -24,7 +24,14 @@ variant alike. Test accuracy (ROC-AUC for Tolokers) is at the best validation ep
 at the last epoch. Each finished run is appended to --out (JSON lines), so a long sweep
 can be split into several calls and the table printed from all of them with --table-only.
 
+`--paired` measures the overlap alone, free of run-to-run noise: one run per dataset,
+worker count and quantisation (fp32 = the vanilla/overlap pair, adaptive = the
+adaptive-q/adaptive pair) in which epochs alternate overlap off and on (off on on off
+...), so each pair of epochs trains the same model at nearly the same moment; it prints
+the median per-pair difference with a bootstrap 95% interval.
+
     python scripts/bench_fullgraph.py --datasets cora --workers 2 4
+    python scripts/bench_fullgraph.py --datasets cora tolokers --paired --epochs 300
     python scripts/bench_fullgraph.py --datasets synthetic-products --workers 4 --epochs 3 \
         --variants vanilla adaptive
 """
@@ -117,6 +124,68 @@ def load_rows(path: Path) -> list[dict]:
     return list(rows.values())
 
 
+# ----------------------------------------------------------------------------- paired
+PAIRED = {"fp32": "vanilla", "adaptive": "adaptive"}      # name -> variant it quantises like
+
+
+def paired_worker(ctx, config) -> list:
+    """Train with overlap toggled per epoch (off on on off ...); (overlap, s, wait s)."""
+    from gnnsys.fullgraph.worker import _train_step, reassign_if_due, setup
+    s = setup(ctx, config)
+    out = []
+    try:
+        for epoch in range(config.train.epochs):
+            reassign_if_due(s, epoch, config.fullgraph.quantization)
+            s.exchanger.overlap = epoch % 4 in (1, 2)
+            rec = _train_step(s.model, s.optimizer, s.data, s.exchanger, ctx.comm, s.timers)
+            out.append((s.exchanger.overlap, rec["time_epoch"], rec["time_wait"]))
+    finally:
+        s.exchanger.close()
+    return out
+
+
+def run_paired(dataset, workers, name, args) -> dict:
+    from gnnsys.distributed import launch
+    overrides = [f"dataset.name={dataset}", f"cluster.workers={workers}",
+                 f"train.seed={args.seed}"] + VARIANTS[PAIRED[name]]
+    if args.epochs:
+        overrides.append(f"train.epochs={args.epochs}")
+    config = load_config(args.config or config_path(dataset), overrides + args.set)
+    epochs = launch(paired_worker, config)[0]          # records are already rank averages
+    pairs = [(a, b) if a[0] else (b, a) for a, b in zip(epochs[2::2], epochs[3::2])]
+    on = np.array([p[0][1] for p in pairs])
+    off = np.array([p[1][1] for p in pairs])
+    diff = on - off
+    rng = np.random.default_rng(0)
+    boot = np.median(rng.choice(diff, (2000, len(diff))), axis=1)
+    return {"dataset": dataset, "workers": workers, "paired": name, "pairs": len(pairs),
+            "off_s": float(np.median(off)), "on_s": float(np.median(on)),
+            "diff_s": float(np.median(diff)), "ci_s": [float(np.percentile(boot, 2.5)),
+                                                        float(np.percentile(boot, 97.5))],
+            "on_faster": float(np.mean(diff < 0)),
+            "wait_off_s": float(np.median([p[1][2] for p in pairs])),
+            "wait_on_s": float(np.median([p[0][2] for p in pairs]))}
+
+
+def print_paired(rows: list[dict]) -> None:
+    header = (f"{'dataset':<18}{'K':>2} {'quant':<9}{'pairs':>6}{'off ms':>8}{'on ms':>8}"
+              f"{'on-off ms':>10}{'95% CI':>16}{'change':>8}{'on faster':>10}"
+              f"{'wait off':>9}{'wait on':>8}")
+    print(header)
+    print("-" * len(header))
+    for r in sorted(rows, key=lambda r: (r["dataset"], r["workers"], r["paired"])):
+        lo, hi = r["ci_s"]
+        print(f"{r['dataset']:<18}{r['workers']:>2} {r['paired']:<9}{r['pairs']:>6}"
+              f"{1e3 * r['off_s']:>8.2f}{1e3 * r['on_s']:>8.2f}{1e3 * r['diff_s']:>+10.2f}"
+              f"{f'[{1e3 * lo:+.2f}, {1e3 * hi:+.2f}]':>16}"
+              f"{100 * r['diff_s'] / r['off_s']:>+7.1f}%{100 * r['on_faster']:>9.0f}%"
+              f"{1e3 * r['wait_off_s']:>9.2f}{1e3 * r['wait_on_s']:>8.2f}")
+    print("epochs alternate overlap off/on within one run; off/on: median epoch time; on-off: "
+          "median of per-pair differences (negative: overlap faster) with a bootstrap 95% "
+          "interval; on faster: share of pairs; wait: median blocked time per epoch")
+
+
+# ----------------------------------------------------------------------------- table
 def print_table(rows: list[dict]) -> None:
     header = (f"{'dataset':<18}{'K':>2} {'variant':<11}{'MB/ep':>10}{'steady':>10}{'x less':>7}"
               f"{'epoch s':>8}{'comm':>7}{'wait':>7}{'quant':>7}{'centr':>7}{'marg':>7}"
@@ -158,8 +227,21 @@ def main(argv=None) -> None:
     parser.add_argument("--set", nargs="*", default=[], help="more overrides, key=value")
     parser.add_argument("--out", default="bench_fullgraph.jsonl", help="results, appended")
     parser.add_argument("--table-only", action="store_true", help="print --out, run nothing")
+    parser.add_argument("--paired", action="store_true",
+                        help="overlap off/on in alternating epochs of one run (see above)")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.paired:
+        rows = []
+        for dataset in args.datasets:
+            for workers in args.workers:
+                for name in PAIRED:
+                    rows.append(run_paired(dataset, workers, name, args))
+                    with open(out, "a") as f:
+                        f.write(json.dumps(rows[-1]) + "\n")
+                    print(f"done paired {dataset} K={workers} {name}", flush=True)
+        print_paired(rows)
+        return
     if not args.table_only:
         sweep = time.strftime("%Y%m%d-%H%M%S")
         with tempfile.TemporaryDirectory(prefix="bench_fullgraph_") as scratch:
