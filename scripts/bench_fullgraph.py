@@ -186,10 +186,16 @@ def print_paired(rows: list[dict]) -> None:
 
 
 # ----------------------------------------------------------------------------- table
+def _ms(seconds: float) -> str:
+    ms = 1e3 * seconds
+    return f"{ms:.0f}" if ms >= 1000 else f"{ms:.2f}"
+
+
 def print_table(rows: list[dict]) -> None:
     header = (f"{'dataset':<18}{'K':>2} {'variant':<11}{'MB/ep':>10}{'steady':>10}{'x less':>7}"
-              f"{'epoch s':>8}{'comm':>7}{'wait':>7}{'quant':>7}{'centr':>7}{'marg':>7}"
-              f"{'reduce':>7}{'solve s':>8}{'test':>7}{'Δ':>6}{'last':>7}{'Δ':>6}{'t/van':>6} rounds")
+              + "".join(f"{name:>9}" for name in ("epoch ms", "comm", "wait", "quant", "central",
+                                                  "marginal", "reduce"))
+              + f"{'solve s':>8}{'test':>7}{'Δ':>6}{'last':>7}{'Δ':>6}{'t/van':>6} rounds")
     print(header)
     print("-" * len(header))
     base = {(r["dataset"], r["workers"]): r for r in rows if r["variant"] == "vanilla"}
@@ -202,13 +208,12 @@ def print_table(rows: list[dict]) -> None:
         speed = r["time_epoch"] / b["time_epoch"] if b else float("nan")
         print(f"{r['dataset']:<18}{r['workers']:>2} {r['variant']:<11}"
               f"{r['bytes_per_epoch'] / 2**20:>10.3f}{r['bytes_steady'] / 2**20:>10.3f}{ratio:>7.1f}"
-              f"{r['time_epoch']:>8.4f}{r['time_comm']:>7.4f}{r['time_wait']:>7.4f}"
-              f"{r['time_quant']:>7.4f}{r['time_central']:>7.4f}{r['time_marginal']:>7.4f}"
-              f"{r['time_reduce']:>7.4f}{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
+              + "".join(f"{_ms(r[key]):>9}" for key in TIMES)
+              + f"{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
               f"{d_test:>+6.2f}{100 * r['test_last']:>7.2f}{d_last:>+6.2f}{speed:>6.3f} "
               f"{r.get('rounds', 1)}x{len(r.get('epoch_times', {}).get('time_epoch', []))}")
     print("MB/ep: boundary-message MiB per epoch (all workers, mean); steady: last epoch; "
-          "x less: vanilla bytes / these bytes; times in s per epoch (mean over workers, "
+          "x less: vanilla bytes / these bytes; times in ms per epoch (mean over workers, "
           "median over epochs); "
           "test: best-val epoch, last: final epoch (accuracy or ROC-AUC, %); "
           "Δ: points vs vanilla; t/van: epoch time / vanilla's; rounds: rounds x epochs timed")
