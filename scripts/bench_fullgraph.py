@@ -236,6 +236,10 @@ def main(argv=None) -> None:
                         help="overlap off/on in alternating epochs of one run (see above)")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    if args.paired and args.table_only:
+        print_paired([json.loads(line) for line in out.read_text().splitlines()
+                      if '"paired"' in line])
+        return
     if args.paired:
         rows = []
         for dataset in args.datasets:
