@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from numba import njit
 
+from samplers._rng import mix64
+
 from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, packed_size
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -41,10 +43,7 @@ def counter_uniforms(seed: int, rows: int, dim: int) -> np.ndarray:
 
 @njit(cache=True, nogil=True, inline="always")
 def _uniform(seed, counter):
-    z = seed + counter * GOLDEN
-    z = (z ^ (z >> np.uint64(30))) * MIX1
-    z = (z ^ (z >> np.uint64(27))) * MIX2
-    z = z ^ (z >> np.uint64(31))
+    z = mix64(seed + counter * GOLDEN)          # the samplers' splitmix64 finaliser
     return np.float32(z >> np.uint64(40)) * INV_2_24
 
 
