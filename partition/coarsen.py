@@ -77,7 +77,7 @@ def contract(indptr: np.ndarray, indices: np.ndarray, cluster: np.ndarray,
     The weight of cluster edge (a, b) is the number of vertex edges between a and b, so
     METIS minimising the weighted cut minimises the vertex edge cut.
     """
-    n = indptr.size - 1
+    assert cluster.size == indptr.size - 1, "one cluster id per vertex"
     row_cluster = np.repeat(cluster.astype(np.int32), np.diff(indptr))
     col_cluster = cluster.astype(np.int32)[np.asarray(indices)]
     crossing = row_cluster != col_cluster
@@ -87,5 +87,4 @@ def contract(indptr: np.ndarray, indices: np.ndarray, cluster: np.ndarray,
     coarse = sp.csr_matrix((weights, (row_cluster, col_cluster)),
                            shape=(num_clusters, num_clusters))
     coarse.sum_duplicates()
-    assert n == cluster.size
     return coarse.indptr.astype(np.int64), coarse.indices.astype(np.int64), coarse.data
