@@ -12,7 +12,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .config import Config, ConfigError, load_config  # noqa: E402
 from .graph import Graph  # noqa: E402
-from .minibatch import Block, MiniBatch  # noqa: E402
+from .minibatch.batch import Block, MiniBatch  # noqa: E402
 from .trainer import Trainer  # noqa: E402
 
 __version__ = "0.1.0"

@@ -32,5 +32,5 @@ class Trainer:
             self.config = load_config(config)
 
     def fit(self) -> dict:
-        mode = importlib.import_module(f"gnnsys.modes.{self.config.mode}")
+        mode = importlib.import_module(f"gnnsys.{self.config.mode}")
         return mode.fit(self.config)

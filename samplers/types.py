@@ -1,6 +1,6 @@
 """The sampler's output: one sampled multi-hop neighbourhood with its gathered features.
 
-Plain numpy, no torch: `gnnsys.minibatch.MiniBatch.from_sampled` wraps it for the model.
+Plain numpy, no torch: `gnnsys.minibatch.batch.MiniBatch.from_sampled` wraps it for the model.
 
 Layout (SALIENT/PyG convention):
 - `n_id` lists global node ids: the seeds first (in seed order, repeats kept as given),

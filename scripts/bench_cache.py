@@ -25,8 +25,8 @@ from scipy.stats import pearsonr, spearmanr
 
 
 from gnnsys.runlog import progress
-from gnnsys.store.access import cache_effect, epoch_access_counts
-from gnnsys.store.policy import cache_size, cache_weights, top_remote
+from gnnsys.minibatch.store.access import cache_effect, epoch_access_counts
+from gnnsys.minibatch.store.policy import cache_size, cache_weights, top_remote
 from partition.build import assign_parts
 from partition.format import PartitionBook
 from partition.quality import partition_quality

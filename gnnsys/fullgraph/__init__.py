@@ -7,3 +7,11 @@ assign.py    variance tracing, alpha-beta link profiling, the bit-width MILP (Hi
 model.py     GCN / GraphSAGE over a partition
 worker.py    one rank's training loop (what `gnnsys.modes.fullgraph.fit` launches)
 """
+
+
+def fit(config, graph=None) -> dict:
+    """Train as `config` says; `graph` (optional) bypasses `load_dataset`, e.g. in tests."""
+    from ..distributed import launch
+    from .worker import train_worker
+    args = () if graph is None else (graph,)
+    return launch(train_worker, config, *args)[0]

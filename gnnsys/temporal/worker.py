@@ -23,7 +23,7 @@ import torch
 from torch.nn import functional as F
 
 from ..runlog import RunDir, progress
-from ..loader import prefetched
+from ..prefetch import prefetched
 from .batch import BatchPlanner, PreparedBatch
 from .exchange import MemoryExchange
 from .memory import MemoryStore, RowLayout, merge_states

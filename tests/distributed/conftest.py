@@ -22,7 +22,7 @@ def make_dist_config(tmp_path, **sections):
 @pytest.fixture()
 def tiny_parts(tmp_path):
     """Two METIS parts of a 600-node graph, with a manifest matching `dist_config`."""
-    from gnnsys.store.parts import expected_manifest
+    from gnnsys.partitions import expected_manifest
     config = make_dist_config(tmp_path)
     graph = tiny_graph(num_nodes=600, avg_degree=6, num_features=8, seed=11)
     build_partitions(graph, tmp_path / "parts", method="metis", num_parts=2, fanouts=[4, 4],

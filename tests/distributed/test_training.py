@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gnnsys.distributed.launcher import WorkerFailure, launch
-from gnnsys.distributed.minibatch import fit_distributed
+from gnnsys.minibatch.distributed import fit_distributed
 from gnnsys.report import make_report
 from gnnsys.runlog import read_metrics
 

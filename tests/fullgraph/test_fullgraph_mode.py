@@ -6,7 +6,7 @@ import pytest
 
 import gnnsys
 from gnnsys.config import from_dict
-from gnnsys.modes import fullgraph
+from gnnsys import fullgraph
 from gnnsys.testing import shared_data_dir, tiny_graph
 
 TIME_KEYS = ("time_comm", "time_quant", "time_central", "time_marginal", "time_reduce")

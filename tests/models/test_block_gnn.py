@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnsys.minibatch import Block
+from gnnsys.minibatch.batch import Block
 from gnnsys.models import BlockGNN
 from gnnsys.testing import tiny_graph
 

@@ -40,7 +40,7 @@ def test_vip_matches_reference(fanouts, batch):
 
 
 def test_vip_ranks_measured_access_counts():
-    from gnnsys.store.access import epoch_access_counts
+    from gnnsys.minibatch.store.access import epoch_access_counts
     from samplers import FusedSampler
     g = tiny_graph(num_nodes=3000, avg_degree=4, seed=5)
     train = g.train_idx[:300]

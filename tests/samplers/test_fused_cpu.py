@@ -322,7 +322,7 @@ def test_multi_edges_count_as_separate_neighbours():
 
 def test_sampler_output_feeds_minibatch():
     torch = pytest.importorskip("torch")
-    from gnnsys.minibatch import MiniBatch
+    from gnnsys.minibatch.batch import MiniBatch
     indptr, indices = random_graph(200, 5, seed=16)
     features = features_for(200, width=6)
     sub = FusedSampler(indptr, indices, [4, 3], features=features).sample(np.arange(8), 0)

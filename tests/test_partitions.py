@@ -6,7 +6,7 @@ import pytest
 
 from gnnsys.cli import main
 from gnnsys.config import from_dict
-from gnnsys.store.parts import ensure_partitions, parts_dir
+from gnnsys.partitions import ensure_partitions, parts_dir
 
 
 def config_for(tmp_path, **partition):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..store.fetch import RemoteFetcher
+from .store.fetch import RemoteFetcher
 
 
 class HaloGraph:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from ..datasets import load_dataset
 from ..distributed import launch
-from ..loader import NodeLoader, fused_sampler
+from .loader import NodeLoader, fused_sampler
 from ..metrics import METRIC_KEY, evaluate
 from ..models import build_model
 from ..runlog import RunDir, progress, resume_state
@@ -26,7 +26,7 @@ from ..runlog import RunDir, progress, resume_state
 def fit(config) -> dict:
     if config.cluster.workers > 1:
         # Partitioned features + VIP cache + remote fetch (SALIENT++): gnnsys.distributed.
-        from ..distributed.minibatch import fit_distributed
+        from .distributed import fit_distributed
         return fit_distributed(config)
     return launch(train_worker, config)[0]
 

@@ -3,7 +3,7 @@ import threading
 import numpy as np
 import pytest
 
-from gnnsys.loader import NodeLoader
+from gnnsys.minibatch.loader import NodeLoader
 from samplers.types import SampledSubgraph
 
 

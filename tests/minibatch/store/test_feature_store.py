@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from gnnsys.distributed.local import ThreadGroup
-from gnnsys.minibatch import MiniBatch
-from gnnsys.store import FeatureStore, RemoteFetcher
+from gnnsys.minibatch.batch import MiniBatch
+from gnnsys.minibatch.store import FeatureStore, RemoteFetcher
 from gnnsys.testing import tiny_graph
 from partition.build import build_partitions
 from partition.format import PartitionSet
@@ -154,7 +154,7 @@ def test_worker_sampler_on_cpu_is_the_plain_fused_sampler(parts):
     """sampler.device=cpu (and auto without a GPU): the worker's sampler is the CPU
     FusedSampler over the store's table, as before; the GPU tiers are never computed."""
     import gnnsys.config
-    from gnnsys.distributed.minibatch import store_sampler
+    from gnnsys.minibatch.distributed import store_sampler
     from samplers.fused_gpu import cuda_gpu_available
     indptr, indices = parts.full_csr()
     store = open_stores(parts)[0]

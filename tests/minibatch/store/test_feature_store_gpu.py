@@ -16,7 +16,7 @@ import sys
 
 if __name__ == "__main__":                       # simulator child
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
 
 import json
 import subprocess
@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 CHILD_TIMEOUT_S = 300
 FANOUTS = [3, 2]
 
@@ -35,9 +35,9 @@ FANOUTS = [3, 2]
 def store_backed_gpu_sampler_matches_cpu():
     import gnnsys.config
     from gnnsys.distributed.local import ThreadGroup
-    from gnnsys.distributed.minibatch import store_sampler
-    from gnnsys.minibatch import MiniBatch
-    from gnnsys.store import FeatureStore
+    from gnnsys.minibatch.distributed import store_sampler
+    from gnnsys.minibatch.batch import MiniBatch
+    from gnnsys.minibatch.store import FeatureStore
     from gnnsys.testing import tiny_graph
     from partition.build import build_partitions
     from partition.format import PartitionSet

@@ -26,13 +26,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..loader import NodeLoader, fused_sampler
+from .loader import NodeLoader, fused_sampler
 from ..metrics import METRIC_KEY, evaluate
 from ..runlog import RunDir, progress, resume_state
-from ..store.feature_store import FeatureStore
-from ..store.parts import ensure_partitions, num_parts
+from .store.feature_store import FeatureStore
+from ..partitions import ensure_partitions, num_parts
 from .inference import HaloGraph, halo_inference
-from .launcher import launch
+from ..distributed import launch
 
 
 def fit_distributed(config) -> dict:

@@ -1,8 +1,8 @@
 """Cache selection: size, no own vertices, ranking; access counts and their split."""
 import numpy as np
 
-from gnnsys.store.access import cache_effect, epoch_access_counts
-from gnnsys.store.policy import cache_size, select_cache, top_remote
+from gnnsys.minibatch.store.access import cache_effect, epoch_access_counts
+from gnnsys.minibatch.store.policy import cache_size, select_cache, top_remote
 from gnnsys.testing import tiny_graph
 from partition.format import PartitionBook
 from samplers import FusedSampler

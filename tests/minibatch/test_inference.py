@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gnnsys.config import from_dict
-from gnnsys.distributed.inference import HaloGraph, halo_inference
+from gnnsys.minibatch.inference import HaloGraph, halo_inference
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.graph import Graph
 from gnnsys.models import build_model

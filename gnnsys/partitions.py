@@ -21,7 +21,7 @@ def parts_dir(config) -> Path:
     if config.partition.dir:
         return Path(config.partition.dir).expanduser()
     d = config.dataset
-    from ..datasets import data_root
+    from .datasets import data_root
     name = f"{d.name}-s{d.split}-{config.partition.method}-{num_parts(config)}"
     return data_root(d.root) / "parts" / name
 
@@ -49,8 +49,8 @@ def ensure_partitions(config, force: bool = False, progress: bool = True) -> Par
     if path.exists() and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")
-    from ..modes.minibatch import load_graph
-    from ..runlog import progress as bar
+    from .minibatch.single import load_graph
+    from .runlog import progress as bar
     # The same graph single-machine training sees (validated, features normalised).
     graph = load_graph(config)
     build_partitions(graph, path, method=config.partition.method, num_parts=num_parts(config),

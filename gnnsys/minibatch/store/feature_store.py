@@ -92,7 +92,7 @@ class FeatureStore:
         return TierBudgets(device_bytes=(self.num_cached + self.device_rows) * row_bytes)
 
     def gpu_tiers(self) -> dict:
-        """The GPU fused sampler's feature-tier options (gnnsys.loader.fused_sampler)."""
+        """The GPU fused sampler's feature-tier options (gnnsys.minibatch.loader.fused_sampler)."""
         return {"budgets": self.tier_budgets(), "hotness": self.hotness()}
 
     # ------------------------------------------------------------------ per batch

@@ -1,1 +1,0 @@
-"""Training modes: each module exposes fit(config) -> dict of final metrics."""
