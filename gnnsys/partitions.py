@@ -49,10 +49,10 @@ def ensure_partitions(config, force: bool = False, progress: bool = True) -> Par
     if path.exists() and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")
-    from .minibatch.single import load_graph
+    from .datasets import load_run_graph
     from .runlog import progress as bar
     # The same graph single-machine training sees (validated, features normalised).
-    graph = load_graph(config)
+    graph = load_run_graph(config)
     build_partitions(graph, path, method=config.partition.method, num_parts=num_parts(config),
                      fanouts=list(config.sampler.fanouts),
                      batch_size=config.sampler.batch_size, seed=config.train.seed,

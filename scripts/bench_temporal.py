@@ -20,7 +20,8 @@ import time
 
 
 import gnnsys
-from gnnsys.temporal.data import load_temporal_graph, prepare_events
+from gnnsys.datasets import load_run_graph
+from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.placement import simulate_exchange, vertex_ownership
 
 def with_overrides(config, **sections):
@@ -116,7 +117,7 @@ def main(argv=None) -> int:
     config = gnnsys.load_config(args.config, overrides=args.set)
     if config.mode != "temporal":
         parser.error(f"{args.config} is a '{config.mode}' config; pass a temporal one")
-    graph = load_temporal_graph(config)
+    graph = load_run_graph(config)
     events = prepare_events(graph, config.temporal.edge_feat_dim)
     print(f"## bench_temporal: {events.name}, {len(events.src):,} events, "
           f"{events.num_nodes:,} nodes, model {config.model.arch}, global batch "

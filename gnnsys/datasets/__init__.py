@@ -10,5 +10,7 @@ files are missing raises DatasetError naming the files and where to put them.
 """
 from gnnsys.datasets.errors import DatasetError
 from gnnsys.datasets.registry import DatasetInfo, data_root, list_datasets, load_dataset
+from gnnsys.datasets.for_run import load_run_graph
 
-__all__ = ["DatasetError", "DatasetInfo", "data_root", "list_datasets", "load_dataset"]
+__all__ = ["DatasetError", "DatasetInfo", "data_root", "list_datasets", "load_dataset",
+           "load_run_graph"]

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..datasets import load_run_graph
 from ..metrics import METRIC_KEY, roc_auc
 from ..runlog import RunDir, progress
 from .assign import AdaptiveAssigner, profile_links, profile_range
@@ -35,16 +36,6 @@ CACHE_PARTS_FROM_EDGES = 1 << 24
 TIME_KEYS = (("time_comm", "comm"), ("time_quant", "quant"), ("time_central", "central"),
              ("time_marginal", "marginal"), ("time_wait", "wait"), ("time_reduce", "reduce"),
              ("time_epoch", "epoch"))
-
-
-def load_graph(config):
-    from ..datasets import load_dataset
-    d = config.dataset
-    graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None)
-    if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
-        raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
-                         "full-graph training needs all three")
-    return graph
 
 
 class LocalData:
@@ -85,7 +76,7 @@ def setup(ctx, config, graph=None) -> Session:
     link profile and assigner; every rank calls it (it issues collectives)."""
     torch.manual_seed(config.train.seed)
     np.random.seed(config.train.seed)
-    graph = graph if graph is not None else load_graph(config)
+    graph = graph if graph is not None else load_run_graph(config)
     comm, fg, q = ctx.comm, config.fullgraph, config.fullgraph.quantization
     plan = _build_plan(ctx, config, graph).to(ctx.device)
     data = LocalData(graph, plan, ctx.device)

@@ -8,14 +8,13 @@ layer-wise full-neighbourhood inference, log a metrics line and write a checkpoi
 from __future__ import annotations
 
 import copy
-import dataclasses
 import time
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..datasets import load_dataset
+from ..datasets import load_run_graph
 from ..distributed import launch
 from .loader import NodeLoader, fused_sampler
 from ..metrics import METRIC_KEY, evaluate
@@ -31,32 +30,6 @@ def fit(config) -> dict:
     return launch(train_worker, config)[0]
 
 
-def load_graph(config):
-    d = config.dataset
-    graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None)
-    if not hasattr(graph, "indptr"):
-        raise ValueError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
-    if graph.x is None or graph.y is None or graph.train_idx is None:
-        raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
-                         "minibatch training needs all three")
-    return normalize_features(graph, d.normalize_features)
-
-
-def normalize_features(graph, how: str):
-    """`row`: each row sums to 1 (PyG's NormalizeFeatures, usual for bag-of-words inputs);
-    `standard`: zero mean, unit variance per column, with training-node statistics.
-    Makes an in-memory copy of the features, so leave it `none` for huge graphs."""
-    if how == "none":
-        return graph
-    x = np.array(graph.x, dtype=np.float32)
-    if how == "row":
-        x /= np.maximum(x.sum(1, keepdims=True), 1e-12)
-    else:
-        train = x[graph.train_idx]
-        x = (x - train.mean(0)) / np.maximum(train.std(0), 1e-6)
-    return dataclasses.replace(graph, x=x)
-
-
 def make_sampler(config, graph, threads: int | None):
     """The fused sampler for `sampler.device` (auto: the GPU kernel when a GPU is present,
     with the hottest rows, by degree, on the device within cache.device_fraction)."""
@@ -66,7 +39,7 @@ def make_sampler(config, graph, threads: int | None):
 def train_worker(ctx, config) -> dict:
     torch.manual_seed(config.train.seed)
     np.random.seed(config.train.seed)
-    graph = load_graph(config)
+    graph = load_run_graph(config)
     run = RunDir(config.run.dir, writer=ctx.is_main)
     if ctx.attempt == 0:
         run.start(config.run.resume)

@@ -38,17 +38,6 @@ class TemporalEvents:
         return 0 if self.node_feat is None else self.node_feat.shape[1]
 
 
-def load_temporal_graph(config):
-    """The run's dataset through the shared registry (gnnsys.datasets)."""
-    from gnnsys.datasets import load_dataset
-    graph = load_dataset(config.dataset.name, root=config.dataset.root,
-                         split=config.dataset.split, params=config.dataset.params)
-    if not hasattr(graph, "src") or not hasattr(graph, "t"):
-        raise ValueError(f"dataset {config.dataset.name!r} is not a temporal graph (no event "
-                         "stream); mode 'temporal' needs one, e.g. wikipedia or collegemsg")
-    return graph
-
-
 def _contiguous_range(mask: np.ndarray, name: str, dataset: str) -> tuple[int, int]:
     idx = np.flatnonzero(mask)
     if len(idx) == 0:

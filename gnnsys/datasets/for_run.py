@@ -1,0 +1,51 @@
+"""The one dataset loader of a training run: `load_run_graph(config)` for every mode.
+
+It loads `dataset.name` through the registry, checks that the graph fits the mode (a
+static graph with features, labels and a training split for minibatch and full-graph; an
+event stream for temporal) and applies `dataset.normalize_features` to static graphs.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .registry import load_dataset
+
+NORMALIZATIONS = ("none", "row", "standard")
+
+
+def load_run_graph(config):
+    """The graph the run's mode trains on, checked and (static) feature-normalised."""
+    d = config.dataset
+    graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None)
+    temporal = hasattr(graph, "src") and hasattr(graph, "t")
+    if config.mode == "temporal":
+        if not temporal:
+            raise ValueError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
+                             "mode 'temporal' needs one, e.g. wikipedia or collegemsg")
+        return graph
+    if temporal:
+        raise ValueError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
+    if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
+        raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
+                         f"{config.mode} training needs all three")
+    return normalize_features(graph, d.normalize_features)
+
+
+def normalize_features(graph, how: str):
+    """`row`: each row sums to 1 (PyG's NormalizeFeatures, usual for bag-of-words inputs);
+    `standard`: zero mean, unit variance per column, with training-node statistics.
+    Makes an in-memory copy of the features, so leave it `none` for huge graphs."""
+    if how == "none":
+        return graph
+    if how not in NORMALIZATIONS:
+        raise ValueError(f"unknown feature normalisation {how!r}; allowed: "
+                         f"{', '.join(NORMALIZATIONS)}")
+    x = np.array(graph.x, dtype=np.float32)
+    if how == "row":
+        x /= np.maximum(x.sum(1, keepdims=True), 1e-12)
+    else:
+        train = x[graph.train_idx]
+        x = (x - train.mean(0)) / np.maximum(train.std(0), 1e-6)
+    return dataclasses.replace(graph, x=x)
