@@ -6,19 +6,18 @@ memory-mapped from disk. Row `v` of the CSR lists the vertices whose messages fl
 `v` (its in-neighbours); for the symmetric graphs most datasets are, that is simply the
 neighbour list. Saving writes one `.npy` per array plus `meta.json` (no pickle).
 
-Depends on numpy only, so `samplers/` and `partition/` can use it too.
+Depends on numpy (and `partition.files` for atomic writes); no torch.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from partition.files import atomic_directory
 
 _ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
 FORMAT_VERSION = 1
@@ -149,22 +148,6 @@ class Graph:
                              f"(nodes {g.num_nodes} vs {meta['num_nodes']}, edges "
                              f"{g.num_edges} vs {meta['num_edges']}); the directory is corrupt")
         return g
-
-
-@contextlib.contextmanager
-def atomic_directory(path: Path):
-    """Build a directory at a temporary sibling path, then swap it in for `path` in one
-    rename; on any error the temporary is removed and an existing `path` is untouched."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
-        yield tmp
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
 
 
 def index_dtype(num_nodes: int):

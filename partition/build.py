@@ -6,7 +6,7 @@
 Stages (each reported through the optional `progress` wrapper, e.g. a tqdm bar):
 assign parts -> measure edge cut and balance -> VIP of each part's own training set
 (orders rows inside a part, hottest first) -> relabel to contiguous ranges -> write.
-Depends on numpy, numba, pymetis and gnnsys.graph only.
+Depends on numpy, numba and pymetis only; never imports gnnsys or torch.
 """
 from __future__ import annotations
 

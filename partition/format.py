@@ -15,7 +15,7 @@ name and renamed into place when complete, so a crash never leaves a half-writte
 that looks valid; a later corruption (truncated or edited file) is caught by the sizes
 and checksums in the manifest, and the error names the file.
 
-Depends on numpy only (plus gnnsys.graph for the Graph container).
+Depends on numpy only; never imports gnnsys or torch.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnnsys.graph import atomic_directory
+from .files import atomic_directory
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"

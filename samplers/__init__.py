@@ -1,6 +1,6 @@
 """Sampling kernels: turn seed nodes into sampled multi-hop subgraphs with features.
 
-Knows arrays, not trainers: depends on numpy/numba (and `gnnsys.graph` at most).
+Knows arrays, not trainers: depends on numpy/numba only, never on gnnsys or torch.
 `FusedSampler` is the CPU sample+gather kernel; `SampledSubgraph` is its output.
 """
 from samplers.fused_cpu import FusedSampler

@@ -33,7 +33,7 @@ import numpy as np
 from numba import njit, prange
 
 from samplers._intrinsics import prefetch
-from samplers._rng import GOLDEN
+from samplers.rng import GOLDEN
 
 EMPTY_SLOT_VALUE = -1
 MAX_GENERATION = (1 << 31) - 1

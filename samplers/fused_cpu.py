@@ -21,7 +21,7 @@ Semantics (see samplers/types.py for the layout):
   algorithm, inclusive range); all of them if degree <= fanout or fanout == -1, in CSR
   order. Picks of one target are listed in Floyd's draw order (not sorted).
 - Randomness: target at position i of hop h draws from its own splitmix64 stream
-  keyed by (seed, h, i) (samplers/_rng.py), so a batch is a pure function of
+  keyed by (seed, h, i) (samplers/rng.py), so a batch is a pure function of
   (graph, seeds, fanouts, seed), whatever the thread count.
 - Discovery order: new nodes of hop h are appended to n_id in the order they first
   appear when reading the hop's sampled lists target by target.
@@ -61,7 +61,7 @@ from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blo
                               gather_rows)
 from samplers._hop_sampling import count_hop, fill_hop
 from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
-from samplers._rng import seed_to_u64
+from samplers.rng import seed_to_u64
 from samplers.types import SampledSubgraph
 
 ALL_NEIGHBOURS = -1

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from numba import njit
 
-from samplers._rng import mix64
+from samplers.rng import mix64
 
 from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, packed_size
 

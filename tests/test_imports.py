@@ -1,0 +1,208 @@
+"""Import hygiene of gnnsys, samplers and partition (issue #10).
+
+1. `samplers` and `partition` (every submodule) import without torch and without gnnsys:
+   they know arrays, not trainers.
+2. No module imports a private (`_`-prefixed) module of another package.
+3. No import cycle among the modules of the three packages.
+
+2 and 3 read the sources with `ast` (nothing is imported), counting imports at module
+level and inside functions; `if TYPE_CHECKING:` blocks do not count. The graph is over
+modules: `import a.b.c` depends on module a.b.c, not on a.b's __init__.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gnnsys", "samplers", "partition")
+# Missing these only means "no GPU stack here": such a module is skipped, not failed.
+GPU_LIBRARIES = ("numba.cuda", "numba_cuda", "cupy")
+
+ARRAY_ONLY_IMPORT = r"""
+import importlib, json, pkgutil, sys
+def forbidden_loaded():
+    return sorted({m.split(".")[0] for m in sys.modules} & {"torch", "gnnsys"})
+first_offender = None
+for name in ("samplers", "partition"):
+    package = importlib.import_module(name)
+    first_offender = first_offender or (forbidden_loaded() and name)
+    for info in pkgutil.walk_packages(package.__path__, name + "."):
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as err:
+            if not (err.name or "").startswith(GPU_LIBRARIES):
+                raise
+        first_offender = first_offender or (forbidden_loaded() and info.name)
+print(json.dumps({"loaded": sorted(sys.modules), "forbidden": forbidden_loaded(),
+                  "first_offender": first_offender}))
+"""
+
+
+def test_samplers_and_partition_import_without_torch_or_gnnsys():
+    script = f"GPU_LIBRARIES = {GPU_LIBRARIES!r}\n" + ARRAY_ONLY_IMPORT
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, f"importing samplers/partition failed:\n{done.stderr}"
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "samplers.fused_cpu" in report["loaded"] and "partition.build" in report["loaded"]
+    assert not report["forbidden"], (
+        f"samplers/partition must not load {report['forbidden']}; first loaded by "
+        f"importing {report['first_offender']}")
+
+
+# ----------------------------------------------------------------------------- ast scan
+def module_files() -> dict[str, Path]:
+    """Dotted module name -> source file, for every .py file of the three packages."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(parts)] = path
+    return modules
+
+
+def is_type_checking_guard(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def import_nodes(tree: ast.AST):
+    """Every Import/ImportFrom in the tree, at any depth, outside `if TYPE_CHECKING:`."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+        elif isinstance(node, ast.If) and is_type_checking_guard(node):
+            stack.extend(node.orelse)
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
+    """The modules of `known` that module `name` (source at `path`) imports."""
+    is_package = path.name == "__init__.py"
+    found = set()
+    for node in import_nodes(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            # `from pkg import name`: the submodule pkg.name if there is one, else pkg.
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                       for alias in node.names]
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = module_files()
+    known = set(files)
+    return {name: imported_modules(name, path, known) for name, path in files.items()}
+
+
+def package_of(module: str, modules: dict) -> str:
+    """A package is itself; a plain module belongs to its parent package."""
+    is_package = module in modules and modules[module].name == "__init__.py"
+    return module if is_package else module.rpartition(".")[0]
+
+
+def private_part(module: str) -> tuple[str, str] | None:
+    """(owning package, private module or package) for a module under a `_x` part."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i]), ".".join(parts[:i + 1])
+    return None
+
+
+def cross_package_private_imports(graph: dict[str, set[str]], modules: dict) -> list[str]:
+    """Imports of a private module by a module outside its package (or the private part)."""
+    bad = []
+    for importer, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            private = private_part(target)
+            if private is None:
+                continue
+            owner, private_root = private
+            inside_private = (importer + ".").startswith(private_root + ".")
+            if package_of(importer, modules) != owner and not inside_private:
+                bad.append(f"{importer} imports {target} (private to {owner})")
+    return bad
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as a path [a, b, ..., a], or None (iterative depth-first search)."""
+    state = {}                          # module -> "open" while on the path, "done" after
+    for start in sorted(graph):
+        if start in state:
+            continue
+        path, iters = [start], [iter(sorted(graph[start]))]
+        state[start] = "open"
+        while path:
+            nxt = next(iters[-1], None)
+            if nxt is None:
+                state[path.pop()] = "done"
+                iters.pop()
+            elif state.get(nxt) == "open":
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = "open"
+                path.append(nxt)
+                iters.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_no_cross_package_private_imports():
+    modules = module_files()
+    bad = cross_package_private_imports(import_graph(), modules)
+    assert not bad, "import the other package's public name instead:\n" + "\n".join(bad)
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+# ----------------------------------------------------------------------------- the checkers
+@pytest.mark.parametrize("graph, cycle", [
+    ({"a": {"b"}, "b": {"c"}, "c": {"a"}}, ["a", "b", "c", "a"]),
+    ({"a": {"b"}, "b": set(), "c": {"a", "b"}}, None),
+])
+def test_find_cycle_reports_the_path(graph, cycle):
+    assert find_cycle(graph) == cycle
+
+
+def test_private_import_rule():
+    modules = {"p": Path("p/__init__.py"), "p.sub": Path("p/sub/__init__.py"),
+               "p._x": Path("p/_x.py"), "p.y": Path("p/y.py"), "p.sub.z": Path("p/sub/z.py"),
+               "q.w": Path("q/w.py")}
+    graph = {"p.y": {"p._x"}, "p": {"p._x"}, "p.sub.z": {"p._x"}, "q.w": {"p._x"}}
+    assert cross_package_private_imports(graph, modules) == [
+        "p.sub.z imports p._x (private to p)", "q.w imports p._x (private to p)"]
+
+
+def test_imports_are_resolved_like_python(tmp_path):
+    source = tmp_path / "m.py"
+    source.write_text("from typing import TYPE_CHECKING\n"
+                      "from . import sib\nfrom .. import top, name\n"
+                      "import pkg.deep.leaf\n"
+                      "if TYPE_CHECKING:\n    import pkg.hidden\n"
+                      "def lazy():\n    from pkg.deep import leaf2\n")
+    known = {"pkg", "pkg.deep", "pkg.deep.m", "pkg.deep.sib", "pkg.top", "pkg.deep.leaf",
+             "pkg.deep.leaf2", "pkg.hidden"}
+    assert imported_modules("pkg.deep.m", source, known) == {
+        "pkg.deep.sib", "pkg.top", "pkg", "pkg.deep.leaf", "pkg.deep.leaf2"}
