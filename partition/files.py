@@ -1,8 +1,4 @@
-"""Atomic directory writes, shared by the partition format and `gnnsys.graph.Graph.save`.
-
-Lives here (numpy-free, stdlib only) because `partition/` must not import `gnnsys`."""
-from __future__ import annotations
-
+"""Atomic directory writes (stdlib only), used by partition.format and gnnsys.graph."""
 import contextlib
 import os
 import shutil

@@ -3,7 +3,6 @@
 Every target node gets its own stream derived from (batch seed, hop, target position), so
 a batch's sample does not depend on how targets are spread over threads, and no global
 RNG state is shared between threads. Numba-only (no numpy RNG, no torch).
-Public, unlike its `_` siblings: `gnnsys.fullgraph.quantize_fast` draws noise with mix64.
 
 Specification (the test reference reimplements it with plain Python ints):
     mix64(z)      = splitmix64 finaliser: z ^= z >> 30; z *= C1; z ^= z >> 27; z *= C2;

@@ -19,11 +19,10 @@ import numpy as np
 import torch
 from numba import njit
 
-from samplers.rng import mix64
+from samplers.rng import GOLDEN, mix64
 
 from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, packed_size
 
-GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
 INV_2_24 = np.float32(1.0 / (1 << 24))
