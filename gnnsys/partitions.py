@@ -1,16 +1,26 @@
-"""Find the partitions a config asks for, or build them once (`gnnsys partition`).
+"""The one partition cache of minibatch and full-graph training (`gnnsys partition`).
 
-The directory is `partition.dir`, or `<data root>/parts/<dataset>-s<split>-<method>-<K>`.
-An existing directory is reused when its manifest matches the config (dataset, split,
-generator params, method, number of parts) and its files have the recorded sizes; a
-mismatch or corruption is an error naming the directory, never a silent rebuild.
+The directory is `partition.dir`, or `<data root>/parts/<dataset>-s<split>-<method>-<K>`;
+its manifest records every config setting the stored files depend on. It is reused when
+the settings the run's mode reads match (full-graph reads only the vertex -> part
+assignment, so any sampler settings do), when it was built from the run's graph (if the
+caller has it loaded) and its files have the recorded sizes; anything else is a one-line
+error naming the setting and the fix, never a silent reuse or rebuild.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from partition.build import build_partitions
-from partition.format import PartitionError, PartitionSet
+from partition.format import PartitionError, PartitionSet, graph_fingerprint
+
+# What the vertex -> part assignment depends on; the VIP row order inside each part also
+# depends on the sampler, the stored features on their normalisation.
+ASSIGNMENT_SETTINGS = ("dataset.name", "dataset.split", "dataset.params", "partition.method",
+                       "partition.num_parts", "partition.seed")
+FIX = "`gnnsys partition --config <run.yaml> --force`"
 
 
 def num_parts(config) -> int:
@@ -26,36 +36,73 @@ def parts_dir(config) -> Path:
     return data_root(d.root) / "parts" / name
 
 
-def expected_manifest(config) -> dict:
-    d = config.dataset
-    return {"dataset_key": d.name, "split": d.split, "params": dict(d.params or {}),
-            "normalize_features": d.normalize_features,
-            "method": config.partition.method, "num_parts": num_parts(config)}
+def partition_settings(config) -> dict:
+    """Every config setting the stored files depend on, by its config name."""
+    d, p, s = config.dataset, config.partition, config.sampler
+    return {"dataset.name": d.name, "dataset.split": d.split,
+            "dataset.params": dict(d.params or {}), "partition.seed": p.seed,
+            "dataset.normalize_features": d.normalize_features,
+            "partition.method": p.method, "partition.num_parts": num_parts(config),
+            "sampler.fanouts": list(s.fanouts), "sampler.batch_size": s.batch_size}
 
 
-def open_partitions(config, checksums: bool = False) -> PartitionSet:
-    """The config's existing partitions, checked against it (sizes; sha256 if asked)."""
+def _settings_read_by(config) -> dict:
+    settings = partition_settings(config)
+    if config.mode == "minibatch":
+        return settings
+    if config.mode == "fullgraph":
+        return {name: settings[name] for name in ASSIGNMENT_SETTINGS}
+    raise PartitionError(f"mode {config.mode!r} keeps its own vertex ownership; partitions "
+                         "on disk are for mode minibatch or fullgraph")
+
+
+def open_partitions(config, graph=None, checksums: bool = False) -> PartitionSet:
+    """The config's existing partitions, checked against it (sizes; sha256 if asked) and,
+    given the run's graph, against that graph."""
     parts = PartitionSet(parts_dir(config))
-    parts.check_matches(expected_manifest(config))
+    parts.check_matches(_settings_read_by(config), fix=FIX)
+    if graph is not None and parts.manifest.get("source_fingerprint") != \
+            graph_fingerprint(graph.indptr, graph.num_features):
+        raise PartitionError(f"{parts.path} was built from another graph than this run's "
+                             f"{graph.name!r}; rebuild it ({FIX}) or set partition.dir to "
+                             "another directory")
     parts.verify(checksums=checksums)
     return parts
 
 
-def ensure_partitions(config, force: bool = False, progress: bool = True) -> PartitionSet:
-    """Open the config's partitions, building them first if there are none (or `force`)."""
+def ensure_partitions(config, graph=None, force: bool = False,
+                      progress: bool = True) -> PartitionSet:
+    """Open the config's partitions, building them first if there are none (or `force`).
+    `graph`: the run's graph if already loaded (else it is loaded only to build)."""
+    _settings_read_by(config)                   # a mode without partitions fails first
     path = parts_dir(config)
     if path.exists() and not force:
-        return open_partitions(config)
+        return open_partitions(config, graph)
     if path.exists() and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")
     from .datasets import load_run_graph
     from .runlog import progress as bar
-    # The same graph single-machine training sees (validated, features normalised).
-    graph = load_run_graph(config)
+    graph = graph or load_run_graph(config)     # as training sees it (checked, normalised)
     build_partitions(graph, path, method=config.partition.method, num_parts=num_parts(config),
                      fanouts=list(config.sampler.fanouts),
-                     batch_size=config.sampler.batch_size, seed=config.train.seed,
+                     batch_size=config.sampler.batch_size, seed=config.partition.seed,
                      progress=lambda it, **kw: bar(it, enabled=progress, **kw),
-                     extra=expected_manifest(config))
-    return open_partitions(config)
+                     extra={"settings": partition_settings(config)})
+    return open_partitions(config, graph)
+
+
+def vertex_parts(parts: PartitionSet) -> np.ndarray:
+    """Part of every original vertex id, int64 [N]: what `assign_parts` gave at build time
+    (part k owns the relabelled ids offsets[k]..offsets[k+1], listed in its orig_ids)."""
+    owner = np.full(parts.book.num_nodes, -1, dtype=np.int64)
+    for k in range(parts.num_parts):
+        owner[parts.array(k, "orig_ids")] = k
+    return owner
+
+
+def fullgraph_parts(config, graph, progress: bool = True) -> np.ndarray:
+    """Full-graph mode's vertex -> part [N] from the shared cache; one part needs none."""
+    if num_parts(config) == 1:
+        return np.zeros(graph.num_nodes, dtype=np.int64)
+    return vertex_parts(ensure_partitions(config, graph, progress=progress))

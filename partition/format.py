@@ -171,16 +171,18 @@ class PartitionSet:
                 raise PartitionError(f"partition file {file} does not match its sha256 "
                                      f"checksum in the manifest: it is corrupt{hint}")
 
-    def check_matches(self, expected: dict) -> None:
-        """Raise PartitionError if a manifest field differs from `expected` (e.g. the
-        dataset, method or number of parts the config asks for)."""
-        for key, want in expected.items():
-            have = self.manifest.get(key)
-            if have != want:
-                raise PartitionError(
-                    f"{self.path} was made with {key}={have!r} but the config needs "
-                    f"{key}={want!r}; partition again (`gnnsys partition --force`) or set "
-                    "partition.dir to another directory")
+    def check_matches(self, settings: dict, fix: str = "partition again") -> None:
+        """Raise PartitionError naming the first of `settings` (name -> value) that the
+        manifest records with another value, or does not record (an older build)."""
+        recorded = self.manifest.get("settings", {})
+        hint = f"rebuild it ({fix}) or set partition.dir to another directory"
+        for name, want in settings.items():
+            if name not in recorded:
+                raise PartitionError(f"{self.path} does not record {name} (built by an older "
+                                     f"version), so it may not match; {hint}")
+            if recorded[name] != want:
+                raise PartitionError(f"{self.path} was built with {name}={recorded[name]!r} "
+                                     f"but the config has {name}={want!r}; {hint}")
 
     # ------------------------------------------------------------------ arrays
     def array(self, part: int, name: str, mmap: bool = True):

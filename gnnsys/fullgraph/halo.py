@@ -19,19 +19,14 @@ across workers without being exchanged. Depends on numpy/scipy/torch and gnnsys.
 """
 from __future__ import annotations
 
-import hashlib
-import io
 import warnings
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
 from gnnsys.graph import Graph
-
-from ..runlog import atomic_write_bytes
 
 ARCHS = ("gcn", "sage")
 
@@ -262,44 +257,3 @@ def build_halo_plan(graph: Graph, parts: np.ndarray, rank: int, world_size: int,
         central=SparseOperator.from_scipy(central),
         marginal_local=SparseOperator.from_scipy(marginal[:, :n_inner]),
         marginal_halo=SparseOperator.from_scipy(marginal[:, n_inner:]))
-
-
-# ----------------------------------------------------------------------------- partition
-def partition_vertices(graph: Graph, num_parts: int, method: str = "metis",
-                       seed: int = 0) -> np.ndarray:
-    """Vertex -> partition [N] int64, from the shared partitioners (METIS, random, Fennel
-    stream) of the `partition` package, which balance training nodes across parts."""
-    if num_parts == 1:
-        return np.zeros(graph.num_nodes, dtype=np.int64)
-    from partition.build import assign_parts
-    return np.asarray(assign_parts(graph, method, num_parts, seed=seed), dtype=np.int64)
-
-
-def graph_fingerprint(graph: Graph) -> str:
-    """A short hash of the structure (sizes, degrees, a strided sample of the edges): a
-    regenerated or differently loaded graph gets another one."""
-    digest = hashlib.sha1()
-    stride = max(1, len(graph.indices) // (1 << 20))
-    for array in (np.asarray([graph.num_nodes, len(graph.indices)], np.int64),
-                  np.asarray(graph.indptr, np.int64), np.asarray(graph.indices[::stride], np.int64),
-                  np.asarray(graph.train_idx if graph.train_idx is not None else [], np.int64)):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()[:16]
-
-
-def cached_partition(graph: Graph, num_parts: int, method: str, seed: int, cache_dir) -> np.ndarray:
-    """partition_vertices, kept as `.npy` under cache_dir (None: no cache) by graph
-    fingerprint, method, K and seed: on a products-sized graph METIS takes minutes, and a
-    benchmark runs the same partition for every variant."""
-    if cache_dir is None or num_parts == 1:
-        return partition_vertices(graph, num_parts, method, seed=seed)
-    path = Path(cache_dir) / f"{graph.name}-{method}-{num_parts}-seed{seed}-{graph_fingerprint(graph)}.npy"
-    if path.exists():
-        parts = np.load(path)
-        if parts.shape == (graph.num_nodes,):
-            return parts
-    parts = partition_vertices(graph, num_parts, method, seed=seed)
-    buffer = io.BytesIO()
-    np.save(buffer, parts)
-    atomic_write_bytes(path, buffer.getvalue())
-    return parts

@@ -2,8 +2,8 @@
 import pytest
 
 from gnnsys.config import from_dict
+from gnnsys.partitions import ensure_partitions
 from gnnsys.testing import tiny_graph
-from partition.build import build_partitions
 
 
 def make_dist_config(tmp_path, **sections):
@@ -21,12 +21,9 @@ def make_dist_config(tmp_path, **sections):
 
 @pytest.fixture()
 def tiny_parts(tmp_path):
-    """Two METIS parts of a 600-node graph, with a manifest matching `dist_config`."""
-    from gnnsys.partitions import expected_manifest
-    config = make_dist_config(tmp_path)
+    """Two METIS parts of a 600-node graph, built for `dist_config` (partition.dir)."""
     graph = tiny_graph(num_nodes=600, avg_degree=6, num_features=8, seed=11)
-    build_partitions(graph, tmp_path / "parts", method="metis", num_parts=2, fanouts=[4, 4],
-                     batch_size=64, extra=expected_manifest(config))
+    ensure_partitions(make_dist_config(tmp_path), graph, progress=False)
     return tmp_path
 
 

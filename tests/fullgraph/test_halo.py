@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 import torch
 
+from gnnsys.config import from_dict
 from gnnsys.fullgraph.halo import aggregation_weights, build_halo_plan
+from gnnsys.partitions import ensure_partitions, fullgraph_parts
 from gnnsys.testing import tiny_graph
 
 
@@ -101,18 +103,20 @@ def test_streaming_the_edges_in_small_chunks_changes_nothing(graph, monkeypatch)
             assert torch.equal(getattr(a, op).forward.to_dense(), getattr(b, op).forward.to_dense())
 
 
-def test_partition_cache_reuses_and_tells_graphs_apart(graph, tmp_path, monkeypatch):
-    from gnnsys.fullgraph import halo
+def test_full_graph_and_minibatch_share_one_partition_cache(graph, tmp_path, monkeypatch):
+    import partition.build
     calls = []
-    real = halo.partition_vertices
-    monkeypatch.setattr(halo, "partition_vertices",
+    real = partition.build.assign_parts
+    monkeypatch.setattr(partition.build, "assign_parts",
                         lambda *a, **k: calls.append(a) or real(*a, **k))
-    first = halo.cached_partition(graph, 3, "random", 0, tmp_path)
-    again = halo.cached_partition(graph, 3, "random", 0, tmp_path)
+    settings = {"cluster": {"workers": 3}, "partition": {"method": "random", "seed": 4,
+                                                         "dir": str(tmp_path / "parts")}}
+    fullgraph = from_dict({"mode": "fullgraph", **settings})
+    first = fullgraph_parts(fullgraph, graph, progress=False)
+    again = fullgraph_parts(fullgraph, graph, progress=False)
     assert np.array_equal(first, again) and len(calls) == 1
-    assert np.array_equal(first, real(graph, 3, "random", seed=0))
-    other = tiny_graph(num_nodes=120, avg_degree=5, num_features=6, seed=4)
-    assert halo.graph_fingerprint(other) != halo.graph_fingerprint(graph)
-    halo.cached_partition(other, 3, "random", 0, tmp_path)
-    halo.cached_partition(graph, 2, "random", 0, tmp_path)
-    assert len(calls) == 3 and len(list(tmp_path.iterdir())) == 3
+    assert np.array_equal(first, real(graph, "random", 3, seed=4))
+    # a minibatch run with the same settings reads the very same parts
+    minibatch = from_dict({"mode": "minibatch", "model": {"layers": 2}, **settings})
+    assert ensure_partitions(minibatch, progress=False).path == tmp_path / "parts"
+    assert len(calls) == 1

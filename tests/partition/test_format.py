@@ -14,7 +14,7 @@ def parts_dir(tmp_path):
     g = tiny_graph(num_nodes=300, seed=2)
     path = tmp_path / "tiny-metis-3"
     build_partitions(g, path, method="metis", num_parts=3, fanouts=[5, 5], batch_size=32,
-                     extra={"dataset_key": "tiny"})
+                     extra={"settings": {"partition.num_parts": 3}})
     return g, path
 
 
@@ -72,8 +72,12 @@ def test_flipped_byte_fails_checksum(parts_dir):
 
 def test_mismatch_and_missing_manifest_are_named(parts_dir, tmp_path):
     _, path = parts_dir
-    with pytest.raises(PartitionError, match="num_parts=3 but the config needs num_parts=4"):
-        PartitionSet(path).check_matches({"num_parts": 4})
+    PartitionSet(path).check_matches({"partition.num_parts": 3})
+    with pytest.raises(PartitionError, match="built with partition.num_parts=3 but the config "
+                       "has partition.num_parts=4; rebuild it"):
+        PartitionSet(path).check_matches({"partition.num_parts": 4})
+    with pytest.raises(PartitionError, match="does not record sampler.batch_size"):
+        PartitionSet(path).check_matches({"sampler.batch_size": 32})
     with pytest.raises(PartitionError, match="not a partition directory"):
         PartitionSet(tmp_path / "nowhere")
     manifest = path / "manifest.json"
