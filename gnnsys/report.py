@@ -1,85 +1,112 @@
-"""`gnnsys report RUN_DIR`: PNG charts of a run from its metrics.jsonl.
+"""`gnnsys report RUN_DIR`: one PNG line chart per group of keys in its metrics.jsonl.
 
-- `training.png`: loss and every validation metric per epoch.
-- `communication.png` (distributed runs): per epoch and per worker, the remote rows
-  fetched, the rows served by the cache, and the bytes received, so one can see at a
-  glance what the cache saved; plus the seconds spent waiting on communication.
-
-Reads only the run directory (`gnnsys.runlog` format); matplotlib with the Agg backend,
-so it works without a display.
+The table CHARTS says which keys each chart draws; a chart is drawn when any of its keys
+is logged, so every mode's logs (and older logs with fewer keys) work. A chart tied to a
+mode is drawn only for that mode (config.yaml's `mode`, else guessed from the keys), since
+e.g. `bytes_sent` counts different traffic in each. Matplotlib's Agg canvas: no display.
 """
 from __future__ import annotations
 
+import io
 import os
 from pathlib import Path
 
-from .runlog import read_metrics
+import yaml
+
+from .runlog import METRICS, atomic_write_bytes, read_metrics
+
+METRIC_NAMES = ("acc", "auc", "ap", "mrr")
+NUMBER = (int, float)
+# file stem: (title, y label, mode or None for every mode, keys); "name.*" draws each
+# entry of the mapping `name` (bytes_by_bits: {"2": bytes, ..., "32": bytes})
+CHARTS = {
+    "loss": ("training loss", "loss", None, ["loss"]),
+    "metrics": ("evaluation", "score", None, [f"val_{m}" for m in METRIC_NAMES] + ["train_acc"]),
+    "time": ("seconds per epoch", "seconds", None,
+             ["epoch_s", "comm_wait_s", "batch_wait_s", "grad_sync_s", "exchange_s"]),
+    "traffic": ("communicator bytes", "bytes", None, ["comm_bytes_sent", "comm_bytes_recv"]),
+    "feature_rows": ("feature rows", "rows", "minibatch",
+                     ["remote_rows", "cache_hits", "local_rows"]),
+    "exchange_rows": ("exchange rows", "rows", "temporal", ["rows_naive", "rows_sent"]),
+    "exchange_bytes": ("exchange bytes", "bytes", "temporal", ["bytes_naive", "bytes_sent"]),
+    "message_bytes": ("message bytes by bit width", "bytes", "fullgraph",
+                      ["bytes_sent", "bytes_by_bits.*"]),
+    "phase_time": ("seconds per epoch by phase", "seconds", "fullgraph", [f"time_{p}" for p in (
+        "comm", "quant", "central", "marginal", "wait", "reduce")]),
+}
+# keys only one mode logs: the mode of a run directory without config.yaml
+MODE_SIGNS = {"minibatch": "remote_rows", "temporal": "rows_sent", "fullgraph": "time_comm"}
 
 
 def _epoch_records(records: list[dict]) -> list[dict]:
-    """The last record of each epoch (a resumed run may have redone some)."""
+    """The last record of each epoch (a resumed run may have redone some), in epoch order."""
     by_epoch = {}
     for r in records:
-        if "epoch" in r and not r.get("final"):
+        if "epoch" in r and not (r.get("final") or "event" in r or "setup" in r
+                                 or r.get("phase") == "test"):
             by_epoch[r["epoch"]] = r
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> list[Path]:
-    """Draw the charts; returns the PNG paths written (into out_dir, default run_dir)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def _mode(run_dir: Path, epochs: list[dict]) -> str | None:
+    config = run_dir / "config.yaml"
+    try:
+        mode = (yaml.safe_load(config.read_text()) or {}).get("mode") if config.exists() else None
+    except (yaml.YAMLError, AttributeError):
+        raise ValueError(f"{config} is not a YAML mapping; fix or delete it") from None
+    return mode or next((m for m, key in MODE_SIGNS.items() if any(key in r for r in epochs)), None)
+
+
+def _lines(epochs: list[dict], key: str) -> list[tuple[str, list]]:
+    """(label, [(epoch, value), ...]) per line of one table key, empty lines left out."""
+    if key.endswith(".*"):
+        maps = [(r["epoch"], r[key[:-2]]) for r in epochs if isinstance(r.get(key[:-2]), dict)]
+        subs = sorted({s for _, m in maps for s in m}, key=lambda s: (len(s), s))  # "4" < "32"
+        lines = [(f"{key[:-2]}[{s}]", [(e, m[s]) for e, m in maps if isinstance(m.get(s), NUMBER)])
+                 for s in subs]
+    else:
+        lines = [(key, [(r["epoch"], r[key]) for r in epochs if isinstance(r.get(key), NUMBER)])]
+    return [line for line in lines if line[1]]
+
+
+def _draw(path: Path, title: str, ylabel: str, lines: list) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
-    run_dir = Path(run_dir)
-    if not run_dir.is_dir():
-        raise FileNotFoundError(f"run directory {run_dir} does not exist")
-    epochs = _epoch_records(read_metrics(run_dir))
-    if not epochs:
-        raise ValueError(f"{run_dir} has no per-epoch metrics (metrics.jsonl is missing or "
-                         "empty); train first with `gnnsys train --config ...`")
-    out_dir = Path(out_dir or run_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    x = [r["epoch"] + 1 for r in epochs]
-
-    fig, (ax_loss, ax_metric) = plt.subplots(1, 2, figsize=(10, 4))
-    ax_loss.plot(x, [r.get("loss") for r in epochs], marker="o")
-    ax_loss.set(title="training loss", xlabel="epoch", ylabel="loss")
-    for ax in (ax_loss, ax_metric):
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    metric_keys = sorted({k for r in epochs for k in r if k.startswith(("val_", "train_"))
-                          and isinstance(r[k], (int, float))})
-    for key in metric_keys:
-        pts = [(e, r[key]) for e, r in zip(x, epochs) if key in r]
-        ax_metric.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=key)
-    ax_metric.set(title="evaluation", xlabel="epoch")
-    if metric_keys:
-        ax_metric.legend()
+    fig = Figure(figsize=(7, 4.5))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    for label, points in lines:
+        ax.plot([e + 1 for e, _ in points], [v for _, v in points], marker="o", label=label)
+    ax.set(title=title, xlabel="epoch", ylabel=ylabel)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
     fig.tight_layout()
-    written.append(out_dir / "training.png")
-    fig.savefig(written[-1], dpi=100)
-    plt.close(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
+    atomic_write_bytes(path, buf.getvalue())      # a temp file in out_dir, then os.replace
 
-    if any("workers" in r for r in epochs):
-        panels = [("remote_rows", "remote rows fetched"), ("cache_hits", "rows served by cache"),
-                  ("bytes_recv", "bytes received"), ("fetch_wait_s", "s in fetch collectives"),
-                  ("batch_wait_s", "s waiting for batches"), ("allreduce_s", "s in all-reduce")]
-        fig, axes = plt.subplots(2, 3, figsize=(14, 7))
-        ranks = sorted({w["rank"] for r in epochs for w in r.get("workers", [])})
-        for ax, (key, title) in zip(axes.flat, panels):
-            for rank in ranks:
-                pts = [(e, w[key]) for e, r in zip(x, epochs) for w in r.get("workers", [])
-                       if w["rank"] == rank and key in w]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o",
-                        label=f"worker {rank}")
-            ax.set(title=title, xlabel="epoch")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            ax.legend(fontsize="small")
-        fig.suptitle(f"communication per epoch: {run_dir.name}")
-        fig.tight_layout()
-        written.append(out_dir / "communication.png")
-        fig.savefig(written[-1], dpi=100)
-        plt.close(fig)
+
+def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> list[Path]:
+    """Draw every chart whose keys the run logged; returns the PNG paths (out_dir: run_dir)."""
+    run_dir = Path(run_dir)
+    records = read_metrics(run_dir)
+    epochs = _epoch_records(records)
+    if not epochs:
+        state = "has no epoch records" if records else "is missing or empty"
+        raise ValueError(f"{run_dir / METRICS} {state}; train first with "
+                         "`gnnsys train --config CONFIG` (its run.dir is the run directory)")
+    mode = _mode(run_dir, epochs)
+    heading = run_dir.name + (f" ({mode})" if mode else "")
+    final = ", ".join(f"{k} {v:.4f}" for r in records if r.get("final") or r.get("phase") == "test"
+                      for k, v in r.items() if k[5:] in METRIC_NAMES and k[:5] == "test_")
+    written = []
+    for stem, (title, ylabel, chart_mode, keys) in CHARTS.items():
+        lines = [line for key in keys for line in _lines(epochs, key)]
+        if lines and chart_mode in (None, mode):
+            note = f"\nfinal: {final}" if stem == "metrics" and final else ""
+            written.append(Path(out_dir or run_dir) / f"{stem}.png")
+            _draw(written[-1], f"{title}: {heading}{note}", ylabel, lines)
     return written
