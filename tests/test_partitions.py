@@ -143,6 +143,6 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
         for e in range(3)]
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     assert main(["report", str(run)]) == 0
-    assert (run / "training.png").stat().st_size > 0
-    assert (run / "communication.png").stat().st_size > 0
+    assert (run / "loss.png").stat().st_size > 0
+    assert (run / "metrics.png").stat().st_size > 0
     assert main(["report", str(tmp_path / "missing")]) == 1
