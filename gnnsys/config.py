@@ -39,7 +39,7 @@ class ModelConfig:
     layers: int = 2                      # message-passing layers (= number of fanouts)
     dropout: float = 0.5
     heads: int = 4                       # attention heads (gat, temporal attention)
-    norm: str = "none"                   # none | layer | batch: normalisation between layers
+    norm: str = "none"                   # none | layer | batch (not fullgraph); temporal ignores it
 
 
 @dataclass
@@ -128,7 +128,6 @@ class QuantizationConfig:
 @dataclass
 class FullGraphConfig:
     overlap: bool = True                 # central nodes compute while marginal ones communicate
-    layer_norm: bool = True              # LayerNorm on hidden layers (AdaQP's models use it)
     quantization: QuantizationConfig = field(default_factory=QuantizationConfig)
 
 
@@ -153,21 +152,32 @@ class Config:
         return dataclasses.asdict(self)
 
 
-# Values that must come from a fixed set; checked after parsing.
-CHOICES = {
-    "mode": MODES,
-    "model.arch": ("sage", "gcn", "gat", "tgn", "jodie", "apan"),
-    "sampler.device": ("auto", "cpu", "cuda"),
-    "dataset.normalize_features": ("none", "row", "standard"),
-    "model.norm": ("none", "layer", "batch"),
-    "cluster.backend": ("auto", "gloo", "nccl"),
-    "partition.method": ("metis", "random", "stream"),
-    "cache.policy": ("none", "degree", "vip"),
-    "temporal.neighbor_strategy": ("recent", "uniform"),
-    "temporal.exchange": ("dedup", "naive"),
-    "temporal.ownership": ("range", "hash", "balanced"),
-    "fullgraph.quantization.mode": ("none", "uniform", "adaptive"),
-}
+def _choices(mode: str) -> list:
+    """(key, allowed values, why) for every fixed-set key, the values read from the module that
+    dispatches on them (imported here: they load torch, and gnnsys/__init__ imports this)."""
+    from partition import build, temporal as ownership
+    from samplers import fused_gpu, temporal as neighbours
+
+    from .datasets import for_run
+    from .distributed import launcher
+    from .fullgraph import assign, halo, model as fullgraph, quantize
+    from .minibatch.store import policy
+    from .models import block_gnn, norm
+    from .temporal import exchange, models as temporal
+    allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+               "dataset.normalize_features": for_run.NORMALIZATIONS,
+               "cluster.backend": launcher.BACKENDS, "partition.method": build.METHODS,
+               "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
+               "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
+               "temporal.ownership": ownership.OWNERSHIPS,
+               "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
+               "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
+    trains = {"minibatch": {"model.arch": block_gnn.ARCHS},
+              "temporal": {"model.arch": temporal.ARCHS},
+              "fullgraph": {"model.arch": halo.ARCHS, "model.norm": fullgraph.NORMS}}
+    return ([(key, values, "; allowed") for key, values in allowed.items()]
+            + [(key, values, f" but mode '{mode}' supports")
+               for key, values in trains.get(mode, {}).items()])
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -236,10 +246,11 @@ def _get(cfg, dotted: str):
 
 def validate(cfg: Config) -> Config:
     """Cross-field checks; raises ConfigError naming the key and the allowed values."""
-    for key, allowed in CHOICES.items():
+    for key, values, why in _choices(cfg.mode):        # mode first: the rest depend on it
         value = _get(cfg, key)
-        if value not in allowed:
-            raise ConfigError(f"config key '{key}' is {value!r}; allowed: {', '.join(allowed)}")
+        if value not in values:
+            raise ConfigError(f"config key '{key}' is {value!r}{why}: "
+                              f"{', '.join(map(str, values))}")
     s = cfg.sampler
     if not s.fanouts or any((not isinstance(f, int)) or isinstance(f, bool) or f == 0 or f < -1
                             for f in s.fanouts):
@@ -266,12 +277,11 @@ def validate(cfg: Config) -> Config:
     if cfg.cache.replication < 0:
         raise ConfigError(f"config key 'cache.replication' must be >= 0, "
                           f"got {cfg.cache.replication}")
+    from .fullgraph.quantize import SUPPORTED_BITS
     bits = cfg.fullgraph.quantization.bits
-    if not bits or any(b not in (2, 4, 8) for b in bits):
+    if not bits or any(b not in SUPPORTED_BITS for b in bits):
         raise ConfigError(f"config key 'fullgraph.quantization.bits' is {bits!r}; "
-                          "allowed values: 2, 4, 8")
-    if cfg.fullgraph.quantization.uniform_bits not in (2, 4, 8):
-        raise ConfigError("config key 'fullgraph.quantization.uniform_bits' must be 2, 4 or 8")
+                          f"allowed values: {', '.join(map(str, SUPPORTED_BITS))}")
     return cfg
 
 

@@ -46,6 +46,7 @@ from samplers.gpu_tiers import (HOST_TIER, MISS, TIER_SHIFT, FeaturePlacement, T
 from samplers.types import SampledSubgraph
 
 ALL_NEIGHBOURS = -1
+DEVICES = ("auto", "cpu", "cuda")        # sampler.device
 # Below this load the linear probes of the batch hash table stay short.
 MAX_TABLE_LOAD = 0.5
 
@@ -80,7 +81,7 @@ def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=No
                                "extra on a GPU machine, or set sampler.device to auto or cpu")
         return GpuFusedSampler(indptr, indices, fanouts, features=features, row_of=row_of,
                                **gpu_options)
-    raise ValueError(f"sampler.device is {device!r}; allowed: auto, cpu, cuda")
+    raise ValueError(f"sampler.device is {device!r}; allowed: {', '.join(DEVICES)}")
 
 
 def _blocks(items: int, per_block: int) -> int:

@@ -138,6 +138,7 @@ def _sample_body(indptr, neighbor, time, event, nodes, times, time_bits, k, unif
 _sample_serial = njit(nogil=True, cache=True)(_sample_body)
 _sample_parallel = njit(parallel=True, nogil=True, cache=True)(_sample_body)
 PARALLEL_MIN_QUERIES = 50_000
+NEIGHBOR_STRATEGIES = ("recent", "uniform")
 
 
 def sample_neighbors(csr: TemporalCSR, nodes: np.ndarray, times: np.ndarray, k: int,
@@ -146,8 +147,8 @@ def sample_neighbors(csr: TemporalCSR, nodes: np.ndarray, times: np.ndarray, k: 
 
     'recent' takes the k latest such events; 'uniform' draws k of them with replacement
     (TGN's uniform sampler), reproducibly from `seed` and the query (node, time)."""
-    if strategy not in ("recent", "uniform"):
-        raise ValueError(f"neighbour strategy {strategy!r} is unknown; use 'recent' or 'uniform'")
+    if strategy not in NEIGHBOR_STRATEGIES:
+        raise ValueError(f"neighbour strategy {strategy!r} is not one of {NEIGHBOR_STRATEGIES}")
     if k < 1:
         raise ValueError(f"the number of neighbours k must be >= 1, got {k}")
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)

@@ -1,6 +1,8 @@
+import importlib
+
 import pytest
 
-from gnnsys.config import Config, ConfigError, from_dict, load_config
+from gnnsys.config import MODES, Config, ConfigError, from_dict, load_config
 
 
 def test_defaults_are_valid():
@@ -24,8 +26,12 @@ def test_quickstart_config_loads(repo_root):
     ({"sampler": {"fanouts": [15, 0]}}, ["'sampler.fanouts'", "positive"]),
     ({"model": {"layers": 3}}, ["'model.layers' is 3", "2 hops"]),
     ({"fullgraph": {"quantization": {"bits": [3]}}}, ["'fullgraph.quantization.bits'"]),
+    ({"fullgraph": {"quantization": {"uniform_bits": 3}}},
+     ["'fullgraph.quantization.uniform_bits' is 3; allowed: 2, 4, 8"]),
     ({"train": {"progress": "yes"}}, ["'train.progress'", "true or false"]),
     ({"cache": {"policy": "lru"}}, ["'cache.policy'", "none, degree, vip"]),
+    ({"fullgraph": {"layer_norm": True}},          # removed: model.norm is the one knob
+     ["unknown config key 'fullgraph.layer_norm'", "allowed: overlap, quantization"]),
 ])
 def test_bad_values_name_the_key(data, words):
     with pytest.raises(ConfigError) as err:
@@ -53,3 +59,77 @@ def test_load_config_reports_the_file(tmp_path):
     (tmp_path / "list.yaml").write_text("- 1\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(tmp_path / "list.yaml")
+
+
+# key -> (module, constant) that implements the choice and so defines its allowed values
+OWNERS = {
+    "sampler.device": ("samplers.fused_gpu", "DEVICES"),
+    "dataset.normalize_features": ("gnnsys.datasets.for_run", "NORMALIZATIONS"),
+    "model.norm": ("gnnsys.models.norm", "NORMS"),
+    "cluster.backend": ("gnnsys.distributed.launcher", "BACKENDS"),
+    "partition.method": ("partition.build", "METHODS"),
+    "cache.policy": ("gnnsys.minibatch.store.policy", "POLICIES"),
+    "temporal.neighbor_strategy": ("samplers.temporal", "NEIGHBOR_STRATEGIES"),
+    "temporal.exchange": ("gnnsys.temporal.exchange", "EXCHANGES"),
+    "temporal.ownership": ("partition.temporal", "OWNERSHIPS"),
+    "fullgraph.quantization.mode": ("gnnsys.fullgraph.assign", "QUANTIZATION_MODES"),
+}
+
+
+@pytest.mark.parametrize("key", sorted(OWNERS))
+def test_the_owning_module_defines_the_allowed_values(key, monkeypatch):
+    module, name = OWNERS[key]
+    owner = importlib.import_module(module)
+    values = getattr(owner, name)
+    with pytest.raises(ConfigError) as err:
+        from_dict({}, overrides=[f"{key}=brand-new"])
+    assert str(err.value) == f"config key '{key}' is 'brand-new'; allowed: {', '.join(values)}"
+    monkeypatch.setattr(owner, name, values + ("brand-new",))
+    assert from_dict({}, overrides=[f"{key}=brand-new"])
+
+
+# what each mode trains, written out here so the test checks the code, not itself
+TRAINS = {"minibatch": {"sage", "gcn", "gat"}, "temporal": {"tgn", "jodie", "apan"},
+          "fullgraph": {"gcn", "sage"}}
+ARCH_OWNERS = {"minibatch": "gnnsys.models.block_gnn", "temporal": "gnnsys.temporal.models",
+               "fullgraph": "gnnsys.fullgraph.halo"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("arch", sorted(set().union(*TRAINS.values())))
+def test_every_mode_and_arch_combination(mode, arch):
+    if arch in TRAINS[mode]:
+        assert from_dict({"mode": mode, "model": {"arch": arch}}).model.arch == arch
+        return
+    with pytest.raises(ConfigError) as err:
+        from_dict({"mode": mode, "model": {"arch": arch}})
+    archs = importlib.import_module(ARCH_OWNERS[mode]).ARCHS
+    assert str(err.value) == (f"config key 'model.arch' is '{arch}' but mode '{mode}' "
+                              f"supports: {', '.join(archs)}")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_mode_trains_what_its_model_module_implements(mode, monkeypatch):
+    owner = importlib.import_module(ARCH_OWNERS[mode])
+    with pytest.raises(ConfigError, match="but mode"):
+        from_dict({"mode": mode, "model": {"arch": "new-net"}})
+    monkeypatch.setattr(owner, "ARCHS", owner.ARCHS + ("new-net",))
+    assert from_dict({"mode": mode, "model": {"arch": "new-net"}})
+
+
+def test_a_temporal_config_must_name_its_arch():
+    with pytest.raises(ConfigError, match="'model.arch' is 'sage' but mode 'temporal'"):
+        from_dict({"mode": "temporal"})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("norm", ["none", "layer", "batch"])
+def test_norm_is_one_knob_and_fullgraph_refuses_batch_norm(mode, norm):
+    data = {"mode": mode, "model": {"arch": "gcn" if mode != "temporal" else "tgn", "norm": norm}}
+    if mode == "fullgraph" and norm == "batch":    # its statistics would span partitions
+        with pytest.raises(ConfigError) as err:
+            from_dict(data)
+        assert str(err.value) == ("config key 'model.norm' is 'batch' but mode 'fullgraph' "
+                                  "supports: none, layer")
+        return
+    assert from_dict(data).model.norm == norm

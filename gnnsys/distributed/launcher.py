@@ -26,6 +26,7 @@ import torch
 from .comm import Communicator
 
 log = logging.getLogger(__name__)
+BACKENDS = ("auto", "gloo", "nccl")     # cluster.backend
 
 
 class WorkerFailure(RuntimeError):

@@ -32,6 +32,7 @@ from .exchange import BitAssignment
 from .quantize import PARAM_BYTES_PER_ROW
 
 MB = 2 ** 20
+QUANTIZATION_MODES = ("none", "uniform", "adaptive")   # fp32, uniform_bits, or solved here
 MAX_PROFILE_BYTES = 16 * MB      # larger dummy messages add profiling time, not accuracy
 
 

@@ -5,7 +5,7 @@ messages of layer l have that layer's input width:
 
     GCN:  out = (A_hat H) W + b
     SAGE: out = (mean_{u in N(v)} H_u) W_neigh + H_v W_root + b
-    hidden layers: ReLU(LayerNorm(out)) then dropout; the last layer gives logits.
+    hidden layers: ReLU(norm(out)) then dropout; the last layer gives logits.
 
 The model itself is an ordinary nn.Module; where the rows live is the business of
 `HaloAggregate`, so with one worker it is plain full-graph training.
@@ -15,22 +15,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..models.norm import NORM_LAYERS
 from .exchange import AggregationStep, HaloExchanger, halo_aggregate
+
+NORMS = ("none", "layer")   # batch norm would need statistics synchronised across partitions
 
 
 class FullGraphGNN(nn.Module):
     def __init__(self, arch: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float = 0.5, layer_norm: bool = True):
+                 dropout: float = 0.5, norm: str = "none"):
         super().__init__()
-        if arch not in ("gcn", "sage"):
-            raise ValueError(f"full-graph mode supports model.arch gcn or sage, got '{arch}'")
         self.arch, self.dropout = arch, dropout
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.neigh = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims[:-1], dims[1:]))
         self.root = nn.ModuleList(nn.Linear(a, b, bias=False)
                                   for a, b in zip(dims[:-1], dims[1:])) if arch == "sage" else None
-        self.norms = nn.ModuleList(nn.LayerNorm(d) if layer_norm else nn.Identity()
-                                   for d in dims[1:-1])
+        self.norms = nn.ModuleList(NORM_LAYERS[norm](d) for d in dims[1:-1])
 
     @property
     def num_layers(self) -> int:

@@ -85,7 +85,7 @@ def setup(ctx, config, graph=None) -> Session:
     torch.manual_seed(config.train.seed)   # identical initial replicas on every rank
     model = FullGraphGNN(config.model.arch, graph.num_features, config.model.hidden,
                          graph.num_classes, config.model.layers, config.model.dropout,
-                         fg.layer_norm).to(ctx.device)
+                         config.model.norm).to(ctx.device)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.train.lr,
                                  weight_decay=config.train.weight_decay)
     timers = EpochTimers()

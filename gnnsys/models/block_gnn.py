@@ -17,6 +17,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
+from .norm import NORM_LAYERS
+
+ARCHS = ("sage", "gcn", "gat")
+
 
 def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
     if arch == "sage":
@@ -28,7 +32,7 @@ def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
         if last:
             return GATConv(in_dim, out_dim, heads=heads, concat=False, add_self_loops=True)
         return GATConv(in_dim, out_dim // heads, heads=heads, concat=True, add_self_loops=True)
-    raise ValueError(f"model.arch '{arch}' is not a minibatch model; use sage, gcn or gat")
+    raise ValueError(f"model.arch '{arch}' is not a minibatch model; use one of {', '.join(ARCHS)}")
 
 
 class BlockGNN(nn.Module):
@@ -44,9 +48,7 @@ class BlockGNN(nn.Module):
         self.convs = nn.ModuleList(
             _make_conv(arch, dims[i], dims[i + 1], heads, last=(i == layers - 1))
             for i in range(layers))
-        make_norm = {"none": lambda d: nn.Identity(), "layer": nn.LayerNorm,
-                     "batch": nn.BatchNorm1d}[norm]
-        self.norms = nn.ModuleList(make_norm(hidden) for _ in range(layers - 1))
+        self.norms = nn.ModuleList(NORM_LAYERS[norm](hidden) for _ in range(layers - 1))
 
     def set_degree(self, degree) -> "BlockGNN":
         """Global node degrees, needed by GCN's normalisation."""

@@ -180,8 +180,6 @@ class TemporalLinkModel(nn.Module):
                  embedding_dim: int, heads: int, dropout: float, node_feat_dim: int = 0,
                  time_scale: float = 1.0):
         super().__init__()
-        if arch not in ARCHS:
-            raise ValueError(f"temporal model {arch!r} is unknown; use one of {', '.join(ARCHS)}")
         self.arch = arch
         self.time_scale = float(time_scale)
         self.uses_neighbors = arch == "tgn"

@@ -48,9 +48,6 @@ def build_model(config, events) -> tuple[TemporalLinkModel, RowLayout]:
 
 class TemporalWorker:
     def __init__(self, ctx, config, events, owner: np.ndarray):
-        if config.model.arch not in ("tgn", "jodie", "apan"):
-            raise ValueError(f"mode 'temporal' trains tgn, jodie or apan; model.arch is "
-                             f"{config.model.arch!r}")
         self.ctx, self.config, self.events = ctx, config, events
         with _SEEDED_INIT:   # workers may share a process (threads); seeding is global
             torch.manual_seed(config.train.seed)

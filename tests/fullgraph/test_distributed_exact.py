@@ -28,7 +28,7 @@ CASES = [("gcn", False, 0, True), ("gcn", True, 0, True), ("sage", False, 0, Tru
 def make_model(graph, arch):
     torch.manual_seed(0)
     return FullGraphGNN(arch, graph.num_features, 16, graph.num_classes, layers=3,
-                        dropout=0.0, layer_norm=True)
+                        dropout=0.0, norm="layer")
 
 
 def step(model, data, exchanger, comm):

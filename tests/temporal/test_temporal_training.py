@@ -46,11 +46,6 @@ def test_resume_reproduces_the_straight_run(tiny_graph, tiny_config, tmp_path):
     assert [r["epoch"] for r in read_metrics(tmp_path / "b") if "loss" in r] == [0, 1]
 
 
-def test_wrong_arch_is_a_clear_error(tiny_graph, tiny_config):
-    with pytest.raises(ValueError, match="tgn, jodie or apan"):
-        fit(tiny_config(model={"arch": "sage"}), tiny_graph)
-
-
 def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
     # batches sampled ahead in a thread must train exactly like inline sampling: the
     # prefetcher never touches memory, which is read only after the previous write-back
