@@ -1,12 +1,10 @@
 """`Trainer(config).fit()`: the one entry point the CLI, the Python API and Ray jobs share.
 
-It validates the config, picks the training mode and hands over. Each mode lives in
-`gnnsys/modes/<mode>.py` and exposes `fit(config) -> dict` (final metrics). Multi-worker
-runs (`cluster.workers > 1`) go through `gnnsys.distributed` from inside the mode.
+It validates the config and hands it to the one training loop (`gnnsys.training.fit`),
+which runs the mode's plug-in on 1 or `cluster.workers` workers.
 """
 from __future__ import annotations
 
-import importlib
 import os
 
 from .config import Config, from_dict, load_config, validate
@@ -32,5 +30,5 @@ class Trainer:
             self.config = load_config(config)
 
     def fit(self) -> dict:
-        mode = importlib.import_module(f"gnnsys.{self.config.mode}")
-        return mode.fit(self.config)
+        from .training import fit
+        return fit(self.config)

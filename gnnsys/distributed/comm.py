@@ -111,6 +111,22 @@ class Communicator:
             tensor /= self.world_size
         return tensor
 
+    def all_reduce_gradients(self, parameters, op: str = "mean") -> None:
+        """The one gradient sync of every mode: all-reduce the gradients of `parameters`
+        in one flat message per dtype (op: mean of per-rank means, or sum of shares of a
+        global mean). A parameter without a gradient contributes zeros."""
+        if self.world_size == 1:
+            return
+        params = [p for p in parameters if p.requires_grad]
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        for dtype in dict.fromkeys(p.grad.dtype for p in params):
+            group = [p for p in params if p.grad.dtype == dtype]
+            flat = self.all_reduce(torch.cat([p.grad.reshape(-1) for p in group]), op)
+            for p, g in zip(group, flat.split([p.numel() for p in group])):
+                p.grad.copy_(g.view_as(p))
+
     def all_gather_object(self, obj) -> list:
         if self.world_size == 1:
             return [obj]

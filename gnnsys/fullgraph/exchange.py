@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 from .halo import HaloPlan
-from .quantize import decode_message, encode_message, message_order
+from .quantize import (PARAM_BYTES_PER_ROW, SUPPORTED_BITS, decode_message, encode_message,
+                       message_order, packed_size)
 from .quantize_fast import decode_rows, encode_rows, group_counts, wire_size
 from .spmm import spmm
 from .timing import EpochTimers
@@ -117,6 +118,7 @@ class HaloExchanger:
         self.halo_rows = [np.arange(a, b, dtype=np.int64) for a, b in plan.recv_ranges]
         self._index = {}           # (id of a rows array) -> the same as a device tensor
         self._layouts = {}         # (key, sender, receiver) -> (assignment, wire layout)
+        self.bytes_by_bits: dict[str, int] = {}    # bytes sent per bit-width (32: fp32)
 
     @property
     def distributed(self) -> bool:
@@ -124,6 +126,15 @@ class HaloExchanger:
 
     def close(self) -> None:
         pass
+
+    def take_bytes_by_bits(self) -> dict:
+        """Bytes sent since the last call, per bit-width ('2', '4', '8'; '32' unquantised)."""
+        out, self.bytes_by_bits = self.bytes_by_bits, {}
+        return out
+
+    def _count(self, bits: int, nbytes: int) -> None:
+        if nbytes:
+            self.bytes_by_bits[str(bits)] = self.bytes_by_bits.get(str(bits), 0) + int(nbytes)
 
     def _rows(self, key: str):
         """(rows I send from, rows I receive into) per peer for this key."""
@@ -159,6 +170,8 @@ class HaloExchanger:
         if not quantized:
             with self.timers.measure("comm"):
                 blocks = [source[self._tensor(rows)] for rows in outgoing]
+                self._count(32, sum(b.numel() * b.element_size()
+                                    for peer, b in enumerate(blocks) if peer != self.rank))
                 pending = self.comm.start_all_to_all(blocks, [len(r) for r in incoming])
             return PendingExchange(self, pending, key, False, dim)
         source = source.detach()
@@ -178,6 +191,8 @@ class HaloExchanger:
 
     def _encode(self, source, key, peer, rows, dim) -> torch.Tensor:
         bits, order, counts = self._layout(key, self.rank, peer, len(rows))
+        for count, width in zip(counts, SUPPORTED_BITS):
+            self._count(width, packed_size(int(count), dim, width) + PARAM_BYTES_PER_ROW * count)
         if self.fast:
             seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.generator))
             payload, wire_range = encode_rows(source, rows[order], counts, seed)

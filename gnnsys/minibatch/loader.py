@@ -38,6 +38,13 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
                         features=features, row_of=row_of, num_threads=threads, **options)
 
 
+def store_sampler(config, indptr, indices, store):
+    """A worker's fused sampler over its FeatureStore's table (`sampler.device`): on a GPU
+    the store's tiers (cache + hottest local rows on the device, see FeatureStore.hotness)."""
+    return fused_sampler(config, indptr, indices, store.table, row_of=store.row_of,
+                         threads=config.sampler.threads, gpu_tiers=store.gpu_tiers)
+
+
 def batch_seed(base: int, epoch: int, index: int) -> int:
     """A distinct, reproducible sampling seed per (run seed, epoch, batch)."""
     return (base * 1_000_003 + epoch) * 1_000_033 + index

@@ -4,8 +4,5 @@ partition of the vertices' memory and mailbox and exchange each needed row once 
 
 Modules: `data` (event stream), `batch` (sharded batches + prefetch), `models`, `memory`
 (owner-partitioned state), `exchange` (dedup vs naive all-to-all), `placement` (vertex
-owners), `worker` (the training loop), `metrics` (AP, MRR), `trainer` (driver `fit`).
+owners), `metrics` (AP, MRR), `mode` (the plug-in `gnnsys.training` runs).
 """
-from .trainer import fit
-
-__all__ = ["fit"]

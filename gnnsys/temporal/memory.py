@@ -171,7 +171,7 @@ def merge_states(states: list[dict]) -> dict:
     """Concatenate per-worker `state()`s into one global state sorted by vertex id."""
     vertex = np.concatenate([s["vertex"] for s in states])
     order = torch.from_numpy(np.argsort(vertex, kind="stable"))
-    merged = {"vertex": vertex[order.numpy()]}
+    merged = {"vertex": torch.from_numpy(vertex[order.numpy()])}
     for name in ("memory", "mem_ts", "mailbox", "mail_ts", "next_slot"):
         merged[name] = torch.cat([s[name] for s in states])[order]
     return merged

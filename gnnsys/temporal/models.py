@@ -22,6 +22,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .memory import RowLayout
+
 ARCHS = ("tgn", "jodie", "apan")
 
 
@@ -182,7 +184,7 @@ class TemporalLinkModel(nn.Module):
         super().__init__()
         self.arch = arch
         self.time_scale = float(time_scale)
-        self.uses_neighbors = arch == "tgn"
+        self.uses_neighbors = uses_neighbors(arch)
         if arch == "apan":
             self.updater = MailboxAttentionUpdater(memory_dim, mail_dim, time_dim, heads, dropout)
         else:
@@ -237,3 +239,24 @@ class TemporalLinkModel(nn.Module):
 
     def score(self, h_src, h_dst):
         return self.predictor(h_src, h_dst)
+
+
+def uses_neighbors(arch: str) -> bool:
+    """Whether the model attends over sampled temporal neighbours (TGN), not memory alone."""
+    return arch == "tgn"
+
+
+def row_layout(config, events) -> RowLayout:
+    """What one vertex's memory / mailbox row holds for this config and event stream."""
+    tc = config.temporal
+    mailbox = tc.mailbox_size or (10 if config.model.arch == "apan" else 1)
+    return RowLayout(memory_dim=tc.memory_dim, mail_dim=2 * tc.memory_dim + events.edge_dim,
+                     mailbox_size=mailbox, node_feat_dim=events.node_feat_dim)
+
+
+def build_model(config, events) -> TemporalLinkModel:
+    tc = config.temporal
+    return TemporalLinkModel(config.model.arch, tc.memory_dim, 2 * tc.memory_dim + events.edge_dim,
+                             events.edge_dim, tc.time_dim, tc.embedding_dim, config.model.heads,
+                             config.model.dropout, node_feat_dim=events.node_feat_dim,
+                             time_scale=events.time_scale)

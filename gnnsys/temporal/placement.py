@@ -8,17 +8,17 @@ import numpy as np
 
 from partition.temporal import AccessCounter, make_ownership, traffic_per_worker
 from .batch import BatchPlanner
-from .worker import build_model
+from .models import row_layout, uses_neighbors
 
 
 def simulate_access(config, events, num_workers: int) -> AccessCounter:
     """A[g, v]: batches of one training epoch in which worker g fetches / writes back v."""
-    model, _ = build_model(config, events)
     counter = AccessCounter(events.num_nodes, num_workers)
     for rank in range(num_workers):
         planner = BatchPlanner(events, config.sampler.batch_size, rank, num_workers,
                                config.train.seed, config.temporal.num_neighbors,
-                               config.temporal.neighbor_strategy, model.uses_neighbors)
+                               config.temporal.neighbor_strategy,
+                               uses_neighbors(config.model.arch))
         for batch in planner.epoch("train", 0, 1):
             counter.add(rank, np.unique(batch.needed), np.unique(batch.written))
     return counter
@@ -26,7 +26,7 @@ def simulate_access(config, events, num_workers: int) -> AccessCounter:
 
 def access_weights(config, events, counter: AccessCounter) -> np.ndarray:
     """Bytes per access: a fetch moves an 8-byte id and a read row, a write-back a write row."""
-    _, layout = build_model(config, events)
+    layout = row_layout(config, events)
     return counter.weights(read_row_bytes=8 + 4 * layout.read_width,
                            write_row_bytes=4 * layout.write_width)
 
@@ -54,14 +54,14 @@ def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> di
     """One training epoch's exchange traffic for both exchanges without running it:
     {'naive'|'dedup': {'sent': bytes [K], 'recv': bytes [K], 'rows': rows sent},
     'redundancy': occurrences / unique}, counted exactly as `Communicator` counts."""
-    model, layout = build_model(config, events)
+    layout = row_layout(config, events)
     read_bytes, write_bytes = 4 * layout.read_width, 4 * layout.write_width
     K = num_workers
     out = {mode: {"sent": np.zeros(K), "recv": np.zeros(K), "rows": 0}
            for mode in ("naive", "dedup")}
     planners = [BatchPlanner(events, config.sampler.batch_size, r, K, config.train.seed,
                              config.temporal.num_neighbors, config.temporal.neighbor_strategy,
-                             model.uses_neighbors) for r in range(K)]
+                             uses_neighbors(config.model.arch)) for r in range(K)]
     occurrences = unique = 0
     for per_rank in zip(*(p.epoch("train", 0, 1) for p in planners)):
         for g, batch in enumerate(per_rank):

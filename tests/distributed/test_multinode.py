@@ -21,7 +21,7 @@ def two_node_cluster():
 
 
 def test_two_nodes_train_one_model(tiny_parts, dist_config, two_node_cluster):
-    from gnnsys.minibatch.distributed import fit_distributed
+    from gnnsys.training import fit as fit_distributed
     config = dist_config(tiny_parts, train={"epochs": 2},
                          cluster={"address": two_node_cluster.address})
     result = fit_distributed(config)

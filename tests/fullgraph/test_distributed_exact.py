@@ -16,7 +16,7 @@ from gnnsys.distributed import launch
 from gnnsys.fullgraph.exchange import BitAssignment, HaloExchanger
 from gnnsys.fullgraph.model import FullGraphGNN
 from gnnsys.fullgraph.timing import EpochTimers
-from gnnsys.fullgraph.worker import LocalData, _all_reduce_gradients, _build_plan
+from gnnsys.fullgraph.mode import LocalData, build_plan
 from gnnsys.testing import tiny_graph
 
 # (arch, overlap, quantisation bits (0 = off), numba kernels (False: the torch reference
@@ -39,12 +39,12 @@ def step(model, data, exchanger, comm):
     loss = F.cross_entropy(logits[train], data.y[train], reduction="sum") \
         / data.global_count["train"]
     loss.backward()
-    _all_reduce_gradients(model, comm)
+    comm.all_reduce_gradients(model.parameters(), "sum")
     return logits.detach().numpy(), {n: p.grad.numpy().copy() for n, p in model.named_parameters()}
 
 
 def probe(ctx, config, graph):
-    plan = _build_plan(ctx, config, graph)
+    plan = build_plan(ctx, config, graph)
     out = {"inner_gid": plan.inner_gid, "summary": plan.summary()}
     for arch, overlap, bits, fast in CASES:
         arch_plan = plan if arch == config.model.arch else None
@@ -86,13 +86,14 @@ def dense_reference(graph, arch):
 
 
 @pytest.fixture(scope="module")
-def results():
+def results(tmp_path_factory):
     import ray.cloudpickle
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     graph = tiny_graph(num_nodes=150, avg_degree=6, num_features=5, num_classes=3, seed=7)
     config = from_dict({"mode": "fullgraph", "model": {"arch": "gcn"},
                         "cluster": {"workers": 3, "timeout_s": 120},
-                        "partition": {"method": "random"}})
+                        "partition": {"method": "random",
+                                      "dir": str(tmp_path_factory.mktemp("parts"))}})
     return graph, launch(probe, config, graph)
 
 

@@ -6,10 +6,10 @@ import pytest
 
 import gnnsys
 from gnnsys.config import from_dict
-from gnnsys import fullgraph
+from gnnsys.training import fit
 from gnnsys.testing import shared_data_dir, tiny_graph
 
-TIME_KEYS = ("time_comm", "time_quant", "time_central", "time_marginal", "time_reduce")
+TIME_KEYS = ("time_comm", "time_quant", "time_central", "time_marginal", "grad_sync_s")
 
 
 def read_metrics(run_dir):
@@ -24,14 +24,14 @@ def test_trainer_two_workers_adaptive_quantisation_with_overlap(tmp_path):
         "model": {"arch": "gcn", "hidden": 16, "layers": 2},
         "train": {"epochs": 4, "lr": 0.01, "progress": False},
         "cluster": {"workers": 2, "timeout_s": 120},
-        "run": {"dir": str(tmp_path)},
+        "run": {"dir": str(tmp_path)}, "partition": {"dir": str(tmp_path / "parts")},
         "fullgraph": {"overlap": True, "quantization": {"mode": "adaptive", "assign_every": 2,
                                                         "profile_points": 5}},
     })
     result = gnnsys.Trainer(config).fit()
     assert 0.0 <= result["test_acc"] <= 1.0 and result["epochs"] == 4
     records = read_metrics(tmp_path)
-    setup = next(r for r in records if r.get("setup"))
+    setup = next(r for r in records if r.get("event") == "start")["setup"][0]
     assert set(setup["links"]) == {"0->1", "1->0"}
     epochs = [r for r in records if "epoch" in r and not r.get("final")]
     assert [r["epoch"] for r in epochs] == [0, 1, 2, 3]
@@ -50,9 +50,9 @@ def test_single_process_run_resumes_from_its_checkpoint(tmp_path):
     graph = tiny_graph(num_nodes=100, num_features=4)
     base = {"mode": "fullgraph", "model": {"arch": "sage", "hidden": 8, "layers": 2},
             "train": {"epochs": 2, "progress": False}, "run": {"dir": str(tmp_path)}}
-    first = fullgraph.fit(from_dict(base), graph)
+    first = fit(from_dict(base), graph)
     assert first["epochs"] == 2 and first["bytes_per_epoch"] == 0      # one worker: no traffic
-    resumed = fullgraph.fit(from_dict(base, ["train.epochs=4", "run.resume=true"]), graph)
+    resumed = fit(from_dict(base, ["train.epochs=4", "run.resume=true"]), graph)
     assert resumed["epochs"] == 4
     epochs = [r["epoch"] for r in read_metrics(tmp_path) if "epoch" in r and not r.get("final")]
     assert epochs == [0, 1, 2, 3]
@@ -63,4 +63,4 @@ def test_partition_count_must_match_workers(tmp_path):
     config = from_dict({"mode": "fullgraph", "partition": {"num_parts": 3},
                         "train": {"epochs": 1, "progress": False}, "run": {"dir": str(tmp_path)}})
     with pytest.raises(ValueError, match="one partition per worker"):
-        fullgraph.fit(config, graph)
+        fit(config, graph)

@@ -69,3 +69,10 @@ def run_threaded(fn, world_size: int, *args) -> list:
 @pytest.fixture
 def threaded_workers():
     return run_threaded
+
+
+def checkpoint_state(run_dir):
+    """The model and the memory of a run's last checkpoint."""
+    import torch
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=True)["current"]
+    return {"model": state["model"], "memory": state["mode"]["memory"]}

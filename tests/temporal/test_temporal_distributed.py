@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import gnnsys
-from gnnsys.temporal import fit
+from tests.temporal.conftest import checkpoint_state
+from gnnsys.training import fit
 from gnnsys.testing import shared_data_dir
 
 pytest.importorskip("ray")
@@ -30,8 +31,8 @@ def test_ray_workers_equal_single_process(graph_factory, tiny_config, tmp_path):
     double = fit(tiny_config(run={"dir": str(tmp_path / "double")},
                              cluster={"workers": 2, "cpus_per_worker": 1},
                              temporal={"ownership": "balanced"}), graph)
-    assert_same_state(torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=False),
-                      torch.load(tmp_path / "double" / "checkpoint.pt", weights_only=False))
+    assert_same_state(checkpoint_state(tmp_path / "single"),
+                      checkpoint_state(tmp_path / "double"))
     assert double["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
     assert single["bytes_sent"] == 0 < double["bytes_sent"]
 
@@ -60,7 +61,7 @@ def test_trainer_fit_two_workers_on_a_bundle(tmp_path):
     # Unix-second gaps (~1e7 s) make the learned time encoding amplify last-bit float
     # differences, so the float state is compared exactly only on small times (above);
     # which vertex holds which mail at which time must still match exactly here.
-    a = torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=False)["memory"]
-    b = torch.load(tmp_path / "double" / "checkpoint.pt", weights_only=False)["memory"]
+    a = checkpoint_state(tmp_path / "single")["memory"]
+    b = checkpoint_state(tmp_path / "double")["memory"]
     for name in ("vertex", "mem_ts", "mail_ts", "next_slot"):
         assert (a[name] == b[name]).all(), name

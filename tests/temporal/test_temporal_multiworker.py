@@ -6,14 +6,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnsys.temporal import fit
+from gnnsys.training import fit
 from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.placement import vertex_ownership
-from gnnsys.temporal.worker import run_worker
+from gnnsys.training import run_worker
 
 
 def load(path):
-    return torch.load(path / "checkpoint.pt", weights_only=False)
+    state = torch.load(path / "checkpoint.pt", weights_only=True)["current"]
+    return {"model": state["model"], "memory": state["mode"]["memory"]}
 
 
 def assert_same_state(a, b):

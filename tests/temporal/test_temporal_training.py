@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from gnnsys.runlog import read_metrics
-from gnnsys.temporal import fit
+from tests.temporal.conftest import checkpoint_state
+from gnnsys.training import fit
 
 
 @pytest.mark.parametrize("arch", ["tgn", "jodie", "apan"])
@@ -16,7 +17,7 @@ def test_each_model_trains_and_reports(arch, tiny_graph, tiny_config, tmp_path):
     cfg = tiny_config(model={"arch": arch}, train={"epochs": 2},
                       run={"dir": str(tmp_path / arch)})
     out = fit(cfg, tiny_graph)
-    for key in ("loss", "val_ap", "val_mrr", "test_ap", "test_mrr", "epoch_s"):
+    for key in ("final_loss", "val_ap", "val_mrr", "test_ap", "test_mrr", "epoch_s"):
         assert math.isfinite(out[key]), key
     assert 0.0 <= out["test_mrr"] <= 1.0
     assert "test_ap_inductive" in out
@@ -38,8 +39,8 @@ def test_resume_reproduces_the_straight_run(tiny_graph, tiny_config, tmp_path):
     fit(first, tiny_graph)
     b = fit(resumed, tiny_graph)
     assert a["test_ap"] == pytest.approx(b["test_ap"], abs=1e-6)
-    sa = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
-    sb = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    sa = checkpoint_state(tmp_path / "a")
+    sb = checkpoint_state(tmp_path / "b")
     for name, value in sa["model"].items():
         torch.testing.assert_close(sb["model"][name], value)
     torch.testing.assert_close(sb["memory"]["memory"], sa["memory"]["memory"])
@@ -52,8 +53,8 @@ def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
     for depth in (0, 3):
         fit(tiny_config(sampler={"prefetch": depth}, run={"dir": str(tmp_path / str(depth))}),
             tiny_graph)
-    a = torch.load(tmp_path / "0" / "checkpoint.pt", weights_only=False)
-    b = torch.load(tmp_path / "3" / "checkpoint.pt", weights_only=False)
+    a = checkpoint_state(tmp_path / "0")
+    b = checkpoint_state(tmp_path / "3")
     for name, value in a["model"].items():
         assert torch.equal(b["model"][name], value), name
     assert torch.equal(a["memory"]["memory"], b["memory"]["memory"])

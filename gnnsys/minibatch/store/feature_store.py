@@ -123,14 +123,12 @@ class FeatureStore:
 
     def take_stats(self) -> dict:
         """This epoch's counters (then reset): what the cache saved and what crossed."""
-        comm = self.fetcher.comm.reset_stats()
         served = self.fetcher.rows_served
         self.fetcher.rows_served = 0
+        # bytes and wait come from the Communicator (the training loop logs them)
         out = {"local_rows": self.local_reads, "cache_hits": self.cache_hits,
                "remote_rows": self.remote_rows, "rows_served": served,
-               "bytes_sent": comm.bytes_sent, "bytes_recv": comm.bytes_recv,
-               "fetch_wait_s": round(comm.wait_s, 4), "fetch_s": round(self.fetch_s, 4),
-               "batches": self.batches}
+               "fetch_s": round(self.fetch_s, 4), "batches": self.batches}
         self._reset_counters()
         return out
 

@@ -42,7 +42,7 @@ def test_batches_match_reference_features(parts, policy, replication):
             seeds = np.resize(train, 16 * (i + 1))[16 * i:]
             batch = store.fill_missing(MiniBatch.from_sampled(sampler.sample(seeds, i)))
             np.testing.assert_array_equal(batch.x.numpy(), x_all[batch.n_id.numpy()])
-        return store.describe(), store.take_stats()
+        return store.describe(), {**store.take_stats(), "bytes_recv": comm.stats.bytes_recv}
 
     results = ThreadGroup(3).run(worker)
     for k, (info, stats) in enumerate(results):
@@ -154,7 +154,7 @@ def test_worker_sampler_on_cpu_is_the_plain_fused_sampler(parts):
     """sampler.device=cpu (and auto without a GPU): the worker's sampler is the CPU
     FusedSampler over the store's table, as before; the GPU tiers are never computed."""
     import gnnsys.config
-    from gnnsys.minibatch.distributed import store_sampler
+    from gnnsys.minibatch.loader import store_sampler
     from samplers.fused_gpu import cuda_gpu_available
     indptr, indices = parts.full_csr()
     store = open_stores(parts)[0]

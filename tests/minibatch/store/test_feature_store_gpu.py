@@ -35,7 +35,7 @@ FANOUTS = [3, 2]
 def store_backed_gpu_sampler_matches_cpu():
     import gnnsys.config
     from gnnsys.distributed.local import ThreadGroup
-    from gnnsys.minibatch.distributed import store_sampler
+    from gnnsys.minibatch.loader import store_sampler
     from gnnsys.minibatch.batch import MiniBatch
     from gnnsys.minibatch.store import FeatureStore
     from gnnsys.testing import tiny_graph

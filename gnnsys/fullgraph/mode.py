@@ -1,0 +1,217 @@
+"""Full-graph mode plug-in (AdaQP): one rank's set-up, training step and evaluation.
+
+Every rank takes the vertex partition from the shared partition cache (rank 0 builds or
+opens it, everyone receives), builds its halo plan, and per epoch does one full-graph
+step with quantised boundary exchange; the loss is divided by the global number of
+training nodes, so the loop's gradient all-reduce sums. Evaluation is in full precision.
+Adaptive mode re-solves the bit-widths every `assign_every` epochs from the statistics
+traced during the previous cycle (the first cycle runs at the largest width). Features,
+model and aggregation operators live on `ctx.device`.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..metrics import METRIC_KEY, roc_auc
+from .assign import AdaptiveAssigner, profile_links, profile_range
+from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
+from .halo import aggregation_weights, build_halo_plan
+from .model import FullGraphGNN
+from .quantize import message_size
+from .timing import EpochTimers
+
+# Per-epoch seconds reported in the log, as (log key, timer name).
+TIME_KEYS = (("time_comm", "comm"), ("time_quant", "quant"), ("time_central", "central"),
+             ("time_marginal", "marginal"), ("time_wait", "wait"))
+
+
+class LocalData:
+    """This rank's features, labels and split rows, in the plan's local order."""
+
+    def __init__(self, graph, plan, device=None):
+        device = torch.device(device or "cpu")
+        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[plan.inner_gid],
+                                                       dtype=np.float32)).to(device)
+        self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)[plan.inner_gid]).to(device)
+        labelled = np.asarray(graph.y) >= 0
+        self.split = {}
+        self.global_count = {}
+        for name in ("train", "val", "test"):
+            ids = getattr(graph, f"{name}_idx")
+            ids = np.zeros(0, np.int64) if ids is None else np.asarray(ids, np.int64)
+            ids = ids[labelled[ids]]           # e.g. CiteSeer's unlabelled test-range nodes
+            self.split[name] = torch.from_numpy(plan.local_index(ids)).to(device)
+            self.global_count[name] = len(ids)
+
+
+class FullGraphMode:
+    grad_op = "sum"              # each rank's loss is its share of the global mean
+    batches_per_epoch = 1
+
+    @staticmethod
+    def prepare(config, graph=None) -> tuple:
+        return () if graph is None else (graph,)
+
+    def __init__(self, ctx, config, graph=None):
+        from ..datasets import load_run_graph
+        self.ctx, self.config = ctx, config
+        graph = graph if graph is not None else load_run_graph(config)
+        self.graph, self.comm = graph, ctx.comm
+        fg, q = config.fullgraph, config.fullgraph.quantization
+        self.plan = build_plan(ctx, config, graph).to(ctx.device)
+        self.data = LocalData(graph, self.plan, ctx.device)
+        if self.data.global_count["train"] == 0:
+            raise ValueError(f"dataset '{graph.name}' has no labelled training nodes")
+        self.metric = METRIC_KEY[graph.metric]
+        self.timers = EpochTimers()
+        quantizing = q.mode != "none" and ctx.world_size > 1
+        assignment = BitAssignment(q.uniform_bits if q.mode == "uniform" else max(q.bits)) \
+            if quantizing else None
+        self.exchanger = HaloExchanger(self.plan, self.comm, self.timers, assignment=assignment,
+                                       overlap=fg.overlap, seed=config.train.seed,
+                                       device=ctx.device)
+        self.assigner, self.info = None, {"partition": self.plan.summary()}
+        if quantizing and q.mode == "adaptive":
+            key_dims = _message_widths(config.model.layers, graph.num_features,
+                                       config.model.hidden)
+            start = time.perf_counter()
+            links = profile_links(self.comm, *_profile_range(self.exchanger, key_dims, q.bits),
+                                  points=q.profile_points)
+            self.info["profile_s"] = time.perf_counter() - start
+            self.info["links"] = {f"{i}->{j}": [c.alpha_ms_per_mb, c.beta_ms]
+                                  for (i, j), c in links.items()}
+            self.assigner = AdaptiveAssigner(self.exchanger, self.comm, key_dims, q, links)
+            self.exchanger.tracer = self.assigner.tracer
+        self.history: list[dict] = []          # per-epoch traffic, for the final summary
+        self.stats: dict = {}
+
+    def build_model(self):
+        m, g = self.config.model, self.graph
+        self.model = FullGraphGNN(m.arch, g.num_features, m.hidden, g.num_classes, m.layers,
+                                  m.dropout, m.norm)
+        return self.model.to(self.ctx.device)
+
+    # ------------------------------------------------------------------ training
+    def train_batches(self, epoch: int):
+        self.timers.pop()                     # evaluation time is not part of the breakdown
+        self.exchanger.take_bytes_by_bits()   # nor is its traffic
+        self.stats = self.reassign_if_due(epoch)
+        self.model.train()
+        start = time.perf_counter()
+        logits = self.model(self.data.x, self.exchanger, quantized=True)
+        train, count = self.data.split["train"], self.data.global_count["train"]
+        loss = F.cross_entropy(logits[train], self.data.y[train], reduction="sum") / count
+        yield loss, len(train), count
+        self.timers.add("epoch", time.perf_counter() - start)
+        self.stats["train_correct"] = (logits[train].argmax(-1) == self.data.y[train]).sum().item()
+
+    def reassign_if_due(self, epoch: int) -> dict:
+        """Adaptive mode: re-solve the bit-widths every `assign_every` epochs from the
+        statistics traced since the last solve; returns what to log."""
+        q = self.config.fullgraph.quantization
+        if self.assigner is None or epoch == 0 or epoch % q.assign_every:
+            return {"assign_solve_s": 0.0}
+        start = time.perf_counter()
+        self.exchanger.assignment, infos = self.assigner.reassign()
+        return {"assign_solve_s": time.perf_counter() - start,
+                "assign": {k: {"status": v.get("status"), "solve_s": v.get("solve_s"),
+                               "modelled_round_ms": v.get("modelled_round_ms")}
+                           for k, v in infos.items()},
+                "bits": self.exchanger.assignment.histogram()}
+
+    def epoch_stats(self) -> dict:
+        seconds = self.timers.pop()
+        by_bits = self.exchanger.take_bytes_by_bits()
+        stats = {**self.stats, "bytes_sent": sum(by_bits.values()), "bytes_by_bits": by_bits,
+                 **{key: round(seconds.get(name, 0.0), 6) for key, name in TIME_KEYS},
+                 "time_epoch": round(seconds.get("epoch", 0.0), 6)}
+        self.history.append({"bytes_sent": stats["bytes_sent"], "time_epoch": stats["time_epoch"]})
+        return stats
+
+    # ------------------------------------------------------------------ evaluation
+    @torch.no_grad()
+    def evaluate(self) -> dict:
+        """Validation and test metrics in full precision (no quantisation)."""
+        self.model.eval()
+        logits = self.model(self.data.x, self.exchanger, quantized=False)
+        out = {f"{name}_{self.metric}": self._split_metric(logits, name)
+               for name in ("val", "test")}
+        self.last_test = out[f"test_{self.metric}"]
+        return out
+
+    def final_metrics(self) -> dict:
+        """Best-validation model's metrics; the last evaluation's test metric too (adaptive
+        quantisation acts late, after the first 8-bit cycle), and traffic summaries."""
+        last_test = getattr(self, "last_test", float("nan"))
+        result = {**self.evaluate(), f"test_{self.metric}_last": last_test}
+        total = self.comm.all_reduce(torch.tensor([h["bytes_sent"] for h in self.history]
+                                                  or [0], dtype=torch.float64), op="sum")
+        result["bytes_per_epoch"] = float(total.mean()) if self.history else 0.0
+        result["bytes_last_epoch"] = int(total[-1]) if self.history else 0
+        result["partition"] = self.comm.all_gather_object(self.plan.summary())
+        return result
+
+    def _split_metric(self, logits, name) -> float:
+        rows, data, comm = self.data.split[name], self.data, self.comm
+        if data.global_count[name] == 0:
+            return float("nan")
+        if self.graph.metric == "accuracy":
+            correct = torch.tensor([(logits[rows].argmax(-1) == data.y[rows]).sum().item()],
+                                   dtype=torch.float64, device=logits.device)
+            comm.all_reduce(correct, op="sum")
+            return correct.item() / data.global_count[name]
+        margin = (logits[rows, 1] - logits[rows, 0]).cpu().numpy()
+        parts = comm.all_gather_object((margin, data.y[rows].cpu().numpy()))
+        return roc_auc(torch.from_numpy(np.concatenate([p[0] for p in parts])),
+                       torch.from_numpy(np.concatenate([p[1] for p in parts])))
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> dict:
+        assignment = self.exchanger.assignment
+        return {"assignment": assignment.state_dict() if assignment is not None else None}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("assignment") is not None and self.exchanger.assignment is not None:
+            self.exchanger.assignment = BitAssignment.from_state_dict(state["assignment"])
+
+    def describe(self) -> dict:
+        return self.info
+
+    def close(self) -> None:
+        self.exchanger.close()
+
+
+# ----------------------------------------------------------------------------- set-up
+def build_plan(ctx, config, graph):
+    """This rank's halo plan over the vertex partition of the shared partition cache."""
+    from ..partitions import fullgraph_parts
+    parts_wanted = config.partition.num_parts
+    if parts_wanted not in (None, ctx.world_size):
+        raise ValueError(f"full-graph mode needs one partition per worker: partition.num_parts "
+                         f"is {parts_wanted} but cluster.workers is {ctx.world_size}")
+    parts = None
+    if ctx.is_main:
+        parts = fullgraph_parts(config, graph, progress=config.train.progress)
+    parts = ctx.comm.broadcast_object(parts, src=0)
+    weights = aggregation_weights(graph, config.model.arch)
+    return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, weights)
+
+
+def _message_widths(layers: int, in_dim: int, hidden: int) -> dict:
+    """Message key -> row width: layer l's input width; no backward for the input layer."""
+    widths = {forward_key(0): in_dim}
+    for layer in range(1, layers):
+        widths[forward_key(layer)] = hidden
+        widths[backward_key(layer)] = hidden
+    return widths
+
+
+def _profile_range(exchanger, key_dims, bits) -> tuple[int, int]:
+    sizes = [message_size(np.full(exchanger.outgoing_rows(key, peer), b), dim)
+             for key, dim in key_dims.items() for peer in range(exchanger.world_size)
+             for b in (min(bits), max(bits)) if exchanger.outgoing_rows(key, peer)]
+    return profile_range(min(sizes), max(sizes)) if sizes else (1, 8)

@@ -1,0 +1,203 @@
+"""Minibatch mode plug-in (GraphSAGE / GCN / GAT on sampled neighbourhoods), 1 or K workers.
+
+One worker trains on the whole graph in memory. K workers follow SALIENT++: the driver
+makes sure the partitions exist (`gnnsys.partitions`), then each worker
+
+- opens its part (memory-mapped, checksums verified) and the full topology;
+- builds its `FeatureStore`: own rows in VIP order + the cache the policy picks;
+- draws seeds from its own part's training nodes only, with the same number of batches on
+  every rank (ceil(total seeds / (K * batch))) so the gradient all-reduces pair;
+- samples + gathers with the fused kernel (the GPU one when `sampler.device` picks a GPU,
+  with the cache and the hottest local rows in GPU memory) and fetches the missing rows in
+  the loader thread, on its own process group, while the previous batch trains;
+- evaluates with exact layer-wise inference over its own rows (halo exchange) and gathers
+  the predictions, so metrics equal single-machine ones.
+
+The epoch loop, gradient sync, checkpoints and model selection are `gnnsys.training`'s.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from ..metrics import METRIC_KEY, evaluate
+from ..models import build_model
+from ..runlog import progress
+from .inference import HaloGraph, halo_inference
+from .loader import NodeLoader, fused_sampler, store_sampler
+
+
+class MinibatchMode:
+    grad_op = "mean"             # each rank's loss is the mean over its own batch
+
+    @staticmethod
+    def prepare(config, graph=None) -> tuple:
+        """Driver side: K workers need the partitions on disk (built once, here)."""
+        if config.cluster.workers == 1:
+            return () if graph is None else (None, graph)
+        from ..partitions import ensure_partitions, num_parts
+        if num_parts(config) != config.cluster.workers:
+            raise ValueError(f"partition.num_parts={config.partition.num_parts} but "
+                             f"cluster.workers={config.cluster.workers}; each worker owns one "
+                             "part, so leave num_parts unset or equal to workers")
+        return (str(ensure_partitions(config, progress=config.train.progress).path),)
+
+    def __init__(self, ctx, config, parts_path: str | None = None, graph=None):
+        self.ctx, self.config = ctx, config
+        self.data = PartData(ctx, config, parts_path) if parts_path else \
+            GraphData(ctx, config, graph)
+        d = self.data
+        self.metric = METRIC_KEY[d.metric]
+        self.batches_per_epoch = len(d.loader)
+        self.wait_s = 0.0
+
+    def build_model(self):
+        self.model = build_model(self.config, self.data.in_dim, self.data.num_classes)
+        if self.config.model.arch == "gcn":
+            self.model.set_degree(self.data.degree)
+        return self.model.to(self.ctx.device)
+
+    def train_batches(self, epoch: int):
+        ready = time.perf_counter()
+        for batch in self.data.loader.epoch(epoch):
+            self.wait_s += time.perf_counter() - ready   # sampling + fetch not done in time
+            batch = batch.to(self.ctx.device)
+            logits = self.model(batch.x, batch.blocks, batch.n_id)
+            yield F.cross_entropy(logits, batch.y), batch.num_seeds, batch.num_seeds
+            ready = time.perf_counter()
+
+    def epoch_stats(self) -> dict:
+        stats = {"batch_wait_s": round(self.wait_s, 4), **self.data.epoch_stats()}
+        self.wait_s = 0.0
+        return stats
+
+    def evaluate(self) -> dict:
+        return {f"val_{self.metric}": self.data.metric_of(self._predict(), "val")}
+
+    def final_metrics(self) -> dict:
+        logits = self._predict()
+        return {f"{split}_{self.metric}": self.data.metric_of(logits, split)
+                for split in ("train", "val", "test")}
+
+    def _predict(self) -> torch.Tensor:
+        show = self.config.train.progress and self.ctx.is_main
+        bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
+        return self.data.predict(self.model, bar)
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def describe(self) -> dict:
+        return self.data.describe()
+
+    def close(self) -> None:
+        pass
+
+
+class GraphData:
+    """One worker: the whole graph in memory, the sampler over its features."""
+
+    def __init__(self, ctx, config, graph=None):
+        from ..datasets import load_run_graph
+        graph = graph if graph is not None else load_run_graph(config)
+        s = config.sampler
+        self.graph, self.config, self.ctx = graph, config, ctx
+        self.metric, self.num_classes = graph.metric, graph.num_classes
+        self.in_dim, self.degree = graph.num_features, graph.degree()
+        self.labels = np.asarray(graph.y, dtype=np.int64)
+        self.sampler = fused_sampler(config, graph.indptr, graph.indices, graph.x,
+                                     threads=s.threads)
+        self.loader = NodeLoader(self.sampler, graph.train_idx, self.labels, s.batch_size,
+                                 shuffle=True, drop_last=s.drop_last, prefetch=s.prefetch,
+                                 seed=config.train.seed)
+
+    def predict(self, model, bar) -> torch.Tensor:
+        return model.inference(self.graph, self.config.sampler.eval_batch_size,
+                               self.ctx.device, progress=bar)
+
+    def metric_of(self, logits: torch.Tensor, split: str) -> float:
+        ids = getattr(self.graph, f"{split}_idx")
+        return evaluate(self.metric, logits[ids], torch.from_numpy(self.labels[ids]))
+
+    def epoch_stats(self) -> dict:
+        return {}
+
+    def describe(self) -> dict:
+        return {"sampler": _sampler_kind(self.sampler), "nodes": self.graph.num_nodes}
+
+
+class PartData:
+    """One of K workers: its part of the features plus the cache, the full topology."""
+
+    def __init__(self, ctx, config, parts_path: str):
+        from partition.format import PartitionSet
+        from .store.feature_store import FeatureStore
+        self.ctx, self.config = ctx, config
+        rank, s, c = ctx.rank, config.sampler, config.cache
+        self.parts = PartitionSet(parts_path)
+        self.parts.verify(parts=[rank])             # sizes + sha256 of this worker's files
+        self.book = self.parts.book
+        self.lo, self.hi = self.book.range(rank)
+        indptr, indices = self.parts.full_csr()
+        manifest = self.parts.manifest
+        self.metric, self.num_classes = manifest.get("metric", "accuracy"), manifest["num_classes"]
+        self.store = FeatureStore.open(
+            self.parts, rank, ctx.fetch_comm, indptr=indptr, indices=indices,
+            policy=c.policy, replication=c.replication, fanouts=list(s.fanouts),
+            batch_size=s.batch_size, device_fraction=c.device_fraction)
+        self.in_dim, self.degree = self.store.table.shape[1], np.diff(indptr)
+        self.labels = np.full(self.book.num_nodes, -1, dtype=np.int64)
+        self.labels[self.lo:self.hi] = np.asarray(self.parts.array(rank, "y"), dtype=np.int64)
+        self.splits = {name: self._own_split(name) for name in ("train", "val", "test")}
+        total_train = sum(ctx.comm.all_gather_object(len(self.splits["train"])))
+        num_batches = max(1, -(-total_train // (ctx.world_size * s.batch_size)))
+        self.sampler = store_sampler(config, indptr, indices, self.store)
+        self.loader = NodeLoader(self.sampler, self.splits["train"], self.labels, s.batch_size,
+                                 shuffle=True, prefetch=s.prefetch,
+                                 seed=config.train.seed * 7919 + rank,
+                                 num_batches=num_batches, transform=self.store.fill_missing)
+        self.halo = HaloGraph(indptr, indices, self.lo, self.hi)
+
+    def _own_split(self, name: str) -> np.ndarray:
+        ids = self.parts.array(self.ctx.rank, f"{name}_idx")
+        return np.empty(0, np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
+
+    def predict(self, model, bar) -> torch.Tensor:
+        """Logits of this worker's own rows."""
+        x_own = self.store.table[:self.store.num_local]
+        return halo_inference(model, self.halo, x_own, self.ctx.fetch_comm, self.book,
+                              self.ctx.rank, self.config.sampler.eval_batch_size,
+                              self.ctx.device, progress=bar)
+
+    def metric_of(self, logits_own: torch.Tensor, split: str) -> float:
+        """The metric over the split of all parts: predictions are gathered, so it equals
+        the single-machine value (accuracy and ROC-AUC are not averages of parts)."""
+        ids = self.splits[split]
+        mine = (logits_own[torch.from_numpy(ids - self.lo)], torch.from_numpy(self.labels[ids]))
+        everyone = self.ctx.comm.all_gather_object(mine)
+        return evaluate(self.metric, torch.cat([lg for lg, _ in everyone]),
+                        torch.cat([y for _, y in everyone]))
+
+    def epoch_stats(self) -> dict:
+        return self.store.take_stats()
+
+    def describe(self) -> dict:
+        return {"rank": self.ctx.rank, **self.store.describe(),
+                "sampler": _sampler_kind(self.sampler),
+                "feature_tier_bytes": _tier_bytes(self.sampler),
+                "fill_bytes_recv": self.store.fill_traffic.bytes_recv}
+
+
+def _sampler_kind(sampler) -> str:
+    return "cpu" if getattr(sampler, "placement", None) is None else "cuda"
+
+
+def _tier_bytes(sampler):
+    placement = getattr(sampler, "placement", None)
+    return None if placement is None else placement.bytes_per_tier()

@@ -1,0 +1,205 @@
+"""Temporal mode plug-in (Sven): memory-based temporal GNN link prediction, 1 or K workers.
+
+Data-parallel over a global chronological batch: worker r takes slice r of every batch,
+fetches the memory rows it needs from their owners, computes its share of the loss
+(sum over its events / global batch size, so the loop's gradient all-reduce sums and the
+replicated model takes exactly the single-process step), and after the step writes the
+new memory and mail of its true src/dst back to their owners. Per batch (TGL semantics):
+
+    fetch rows (one per unique vertex) -> update memory from pending mail -> embed roots
+    -> loss -> [loop: backward, gradient all-reduce, optimizer step] -> write back
+
+Memory is state, not a parameter: it is written after the step with the values the
+forward computed, and reset at the start of every epoch; validation continues from the
+training memory and the test from the validation memory of the selected epoch (TGN's
+protocol), which is why the memory is part of the mode's state.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torch.nn import functional as F
+
+from ..prefetch import prefetched
+from ..runlog import progress
+from .batch import BatchPlanner, PreparedBatch
+from .exchange import MemoryExchange
+from .memory import MemoryStore, merge_states
+from .metrics import link_metrics
+from .models import build_model, row_layout, uses_neighbors
+
+
+class TemporalMode:
+    metric = "ap"
+    grad_op = "sum"              # each shard's loss is already divided by the global batch
+
+    @staticmethod
+    def prepare(config, graph=None) -> tuple:
+        """Driver side: the event stream and every vertex's owner, shipped to the workers."""
+        from ..datasets import load_run_graph
+        from .data import prepare_events
+        from .placement import vertex_ownership
+        graph = graph if graph is not None else load_run_graph(config)
+        events = prepare_events(graph, config.temporal.edge_feat_dim)
+        return events, vertex_ownership(config, events)
+
+    def __init__(self, ctx, config, events, owner: np.ndarray):
+        self.ctx, self.config, self.events = ctx, config, events
+        self.layout = row_layout(config, events)
+        owned = np.flatnonzero(owner == ctx.rank)
+        self.store = MemoryStore(owned, events.num_nodes, self.layout, events.node_feat)
+        self.exchange = MemoryExchange(ctx.comm, owner, self.store, config.temporal.exchange)
+        self.planner = BatchPlanner(events, config.sampler.batch_size, ctx.rank, ctx.world_size,
+                                    config.train.seed, config.temporal.num_neighbors,
+                                    config.temporal.neighbor_strategy,
+                                    uses_neighbors(config.model.arch))
+        self.batches_per_epoch = len(self.planner.batches("train"))
+        self.train_s = 0.0
+        self.occurrences = self.unique = 0       # over the run, for the final redundancy
+
+    def build_model(self):
+        self.model = build_model(self.config, self.events)
+        return self.model
+
+    # ----------------------------------------------------------------------- training
+    def train_batches(self, epoch: int):
+        self.exchange.reset_stats()              # the previous evaluation's traffic
+        self.store.reset()
+        self.ctx.comm.barrier()
+        self.model.train()
+        self.epoch = epoch                       # validation draws this epoch's negatives
+        start = time.perf_counter()
+        for batch in prefetched(self.planner.epoch("train", epoch, 1), self.config.sampler.prefetch):
+            loss, memory, memory_ts, _, _ = self._forward(batch, train=True)
+            yield loss, len(batch.src), batch.global_size
+            self._write_back(batch, memory.detach(), memory_ts)
+        self.train_s = time.perf_counter() - start
+
+    def epoch_stats(self) -> dict:
+        s = self.last_traffic = self.exchange.reset_stats()
+        self.occurrences += s.occurrences
+        self.unique += s.unique
+        train_events = self.events.train[1] - self.events.train[0]
+        return {**s.as_dict(), "train_s": round(self.train_s, 4),
+                "events_per_s": round(train_events / max(self.train_s, 1e-9)
+                                      / self.ctx.world_size, 1)}
+
+    def _forward(self, batch: PreparedBatch, train: bool):
+        _, rows, inverse = self.exchange.fetch(batch.needed)
+        f = self.layout.unpack_read(rows)
+        inv = torch.from_numpy(inverse)
+        b, n_neg = len(batch.src), batch.negatives.shape[1]
+        roots = len(batch.src) * (2 + n_neg)
+        root_time = torch.tensor(batch.root_time)
+        with torch.set_grad_enabled(train):
+            neighbors = self._neighbors(batch, inv[roots:], root_time) \
+                if self.model.uses_neighbors else None
+            h, memory, memory_ts = self.model.forward_roots(f, inv, roots, root_time,
+                                                            neighbors, num_written=2 * b)
+            h_src, h_dst = h[:b], h[b:2 * b]
+            h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
+            pos = self.model.score(h_src, h_dst)
+            neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg)
+            loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
+        return loss, memory, memory_ts, pos.detach().numpy(), neg.detach().numpy()
+
+    def _neighbors(self, batch: PreparedBatch, nbr_inverse: torch.Tensor,
+                   root_time: torch.Tensor) -> dict:
+        n = batch.neighbors
+        mask = torch.from_numpy(n.mask)
+        index = torch.zeros(mask.shape, dtype=torch.long)
+        index[mask] = nbr_inverse
+        dt = (root_time.unsqueeze(1) - torch.from_numpy(n.times)).clamp(min=0) * mask
+        edge = None
+        if self.events.edge_feat is not None:
+            edge = self.events.edge_feat[torch.from_numpy(n.events).clamp(min=0)]
+            edge = edge * mask.unsqueeze(-1)
+        return dict(index=index, mask=mask, dt=dt, edge=edge)   # dt stays float64 seconds
+
+    def _write_back(self, batch: PreparedBatch, memory: torch.Tensor,
+                    memory_ts: torch.Tensor) -> None:
+        """memory / memory_ts: new state of the src occurrences, then the dst ones."""
+        b = len(batch.src)
+        s_src, s_dst = memory[:b], memory[b:]
+        parts_src, parts_dst = [s_src, s_dst], [s_dst, s_src]
+        if self.events.edge_feat is not None:
+            e = self.events.edge_feat[torch.from_numpy(batch.events)]
+            parts_src.append(e)
+            parts_dst.append(e)
+        mail = torch.cat([torch.cat(parts_src, 1), torch.cat(parts_dst, 1)])
+        event_time = torch.tensor(batch.time)     # a copy: Ray hands out read-only arrays
+        # key = 2 * event + role orders a vertex's occurrences by (time, event, role)
+        key = np.concatenate([2.0 * batch.events, 2.0 * batch.events + 1])
+        self.exchange.write_back(batch.written, key, memory, memory_ts, mail,
+                                 torch.cat([event_time, event_time]))
+
+    # ----------------------------------------------------------------------- evaluation
+    def evaluate(self) -> dict:
+        """Validation continues from the memory training left."""
+        return self._eval_phase("val", self.epoch)
+
+    def final_metrics(self) -> dict:
+        """Test from the memory the selected epoch's validation left."""
+        out = self._eval_phase("test", self.config.train.epochs)
+        self.exchange.reset_stats()
+        return {**out, **self._traffic_summary(), "exchange": self.config.temporal.exchange,
+                "ownership": self.config.temporal.ownership}
+
+    def _traffic_summary(self) -> dict:
+        """The last training epoch's exchange over all workers, and the run's redundancy."""
+        s = getattr(self, "last_traffic", None)
+        mine = (self.occurrences, self.unique) + ((s.rows_sent, s.bytes_sent, s.bytes_recv)
+                                                  if s is not None else (0, 0, 0))
+        ranks = np.array(self.ctx.comm.all_gather_object(mine), dtype=np.float64)
+        per_worker = ranks[:, 3] + ranks[:, 4]
+        return {"redundancy": round(ranks[:, 0].sum() / max(ranks[:, 1].sum(), 1), 4),
+                "rows_sent": int(ranks[:, 2].sum()), "bytes_sent": int(ranks[:, 3].sum()),
+                "worker_bytes_max": int(per_worker.max()),
+                "worker_bytes_mean": float(per_worker.mean())}
+
+    @torch.no_grad()
+    def _eval_phase(self, phase: str, epoch: int) -> dict:
+        self.model.eval()
+        num_negatives = max(1, self.config.temporal.eval_negatives)
+        bar = progress(total=len(self.planner.batches(phase)), desc=phase, unit="batch",
+                       enabled=self.config.train.progress and self.ctx.is_main)
+        positives, negatives, events = [], [], []
+        for batch in prefetched(self.planner.epoch(phase, epoch, num_negatives),
+                                self.config.sampler.prefetch):
+            _, memory, memory_ts, pos, neg = self._forward(batch, train=False)
+            self._write_back(batch, memory, memory_ts)
+            positives.append(pos)
+            negatives.append(neg)
+            events.append(batch.events)
+            bar.update(1)
+        bar.close()
+        mine = (np.concatenate(positives) if positives else np.zeros(0),
+                np.concatenate(negatives) if negatives else np.zeros((0, 1)),
+                np.concatenate(events) if events else np.zeros(0, dtype=np.int64))
+        gathered = self.ctx.comm.all_gather_object(mine)
+        pos = np.concatenate([g[0] for g in gathered])
+        neg = np.concatenate([g[1] for g in gathered])
+        ev = np.concatenate([g[2] for g in gathered])
+        out = link_metrics(pos, neg, phase)
+        if phase == "test":
+            new = self.events.new_node_event[ev]
+            # inductive: events with an endpoint never seen in training (new nodes)
+            out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive"))
+        return out
+
+    # ----------------------------------------------------------------------- state
+    def state_dict(self) -> dict:
+        """Every vertex's memory and mail (gathered from the owners; collective)."""
+        return {"memory": merge_states(self.ctx.comm.all_gather_object(self.store.state()))}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.store.load_state(state["memory"])
+
+    def describe(self) -> dict:
+        return {"rank": self.ctx.rank, "owned_vertices": int(len(self.store.owned)),
+                "exchange": self.config.temporal.exchange}
+
+    def close(self) -> None:
+        pass

@@ -1,0 +1,307 @@
+"""The one training loop: every mode (minibatch, temporal, full-graph), 1 or K workers.
+
+`fit(config)` prepares the mode's shared inputs in the driver, starts the workers
+(`gnnsys.distributed.launch`: in-process for one, Ray actors for more) and returns rank
+0's final metrics. On each worker `TrainingLoop` owns everything that is not the mode's
+own business, so a change to how training runs is made here once:
+
+    seeding (and the replicas starting from rank 0's weights), the run directory, resume
+    (rank 0 reads the checkpoint and broadcasts it; no shared storage needed), the
+    optimizer, backward + one gradient all-reduce + step, progress bars, `cluster.fail_at`,
+    per-epoch traffic from the Communicator (one set of keys in every mode), evaluation
+    every `train.eval_every` epochs, best-validation model selection, atomic checkpoints
+    and the final metrics of the best-validation epoch.
+
+A mode is a plug-in class, found through `PLUGINS`, constructed on every worker as
+`Plugin(ctx, config, *prepared)` where `prepared = Plugin.prepare(config, graph)` ran once
+in the driver. It supplies:
+
+    metric                  name of the selection metric: 'acc', 'auc' or 'ap'
+    grad_op                 'mean' (each rank's loss is a mean over its own examples) or
+                            'sum' (each rank's loss is already divided by the global count)
+    build_model()           the torch module the loop optimises and checkpoints (called
+                            once, freshly seeded, after __init__; no collectives inside)
+    batches_per_epoch       number of training steps per epoch (the same on every rank)
+    train_batches(epoch)    a generator yielding (loss, examples, normaliser) per step: the
+                            loss to backpropagate, how many examples it covers and what it
+                            was divided by (the logged epoch loss is sum(loss * normaliser)
+                            / sum(examples)); it resumes after the optimizer step
+    epoch_stats()           this rank's mode-specific counters for the epoch's log line
+                            (numbers are summed over ranks; keys ending in _s take the max)
+    evaluate()              validation metrics, at least {'val_<metric>': value}
+    final_metrics()         metrics of the restored best model (test, and more)
+    state_dict() / load_state_dict(state)   mode state beyond the model (e.g. temporal memory);
+                            collective: every rank calls them
+    describe()              a dict logged once when a run starts (partitions, caches, links)
+    close()                 release threads and buffers
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import os
+import threading
+import time
+
+import numpy as np
+import torch
+
+from .distributed import launch
+from .runlog import RunDir, progress
+
+# mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
+PLUGINS = {"minibatch": "gnnsys.minibatch.mode:MinibatchMode",
+           "temporal": "gnnsys.temporal.mode:TemporalMode",
+           "fullgraph": "gnnsys.fullgraph.mode:FullGraphMode"}
+
+FAIL_EXIT_CODE = 17
+_SEEDING = threading.Lock()
+
+
+def plugin_class(mode: str):
+    module, name = PLUGINS[mode].split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def fit(config, graph=None) -> dict:
+    """Train as `config` says; `graph` (optional) bypasses the dataset registry."""
+    prepared = plugin_class(config.mode).prepare(config, graph)
+    return launch(run_worker, config, *prepared)[0]
+
+
+def run_worker(ctx, config, *prepared) -> dict:
+    """One worker's whole run (the function `launch` runs on every rank)."""
+    return TrainingLoop(ctx, config, prepared).run()
+
+
+class TrainingLoop:
+    def __init__(self, ctx, config, prepared=()):
+        self.ctx, self.config = ctx, config
+        self.comm = ctx.comm
+        self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
+        if ctx.attempt == 0:
+            self.run_dir.start(config.run.resume)
+        self.mode = plugin_class(config.mode)(ctx, config, *prepared)
+        with _SEEDING:       # ranks may be threads of one process, and seeding is global
+            torch.manual_seed(config.train.seed)
+            np.random.seed(config.train.seed)
+            self.model = self.mode.build_model()
+        if ctx.world_size > 1:     # replicas start from rank 0's weights, as DDP does
+            self.model.load_state_dict(self.comm.broadcast_object(self.model.state_dict()))
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.train.lr,
+                                          weight_decay=config.train.weight_decay)
+        self.show = config.train.progress and ctx.is_main
+        self.key = f"val_{self.mode.metric}"
+        self.epoch, self.best_val, self.best_epoch, self.best = -1, float("-inf"), -1, None
+        self.best_eval: dict = {}                 # the selected epoch's evaluation
+        self.history: list[dict] = []             # loss and time of the epochs run here
+
+    # ------------------------------------------------------------------ the run
+    def run(self) -> dict:
+        try:
+            self._resume()
+            self.run_dir.save_config(self.config)
+            if self.epoch < 0:
+                self.run_dir.log({"event": "start", "mode": self.config.mode,
+                                  "workers": self.ctx.world_size, **self._describe()})
+            self._reset_traffic()
+            for epoch in range(self.epoch + 1, self.config.train.epochs):
+                self._epoch(epoch)
+            return self._final()
+        finally:
+            self.mode.close()
+
+    def _epoch(self, epoch: int) -> None:
+        config = self.config
+        record = self.train_epoch(epoch)
+        if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
+            record.update(self.mode.evaluate())
+            if record[self.key] > self.best_val or self.best is None:
+                self.best_val, self.best_epoch = record[self.key], epoch
+                self.best = self._snapshot()
+                self.best_eval = {k: v for k, v in record.items() if k.startswith("val_")}
+        self.history.append({"loss": record["loss"], "epoch_s": record["epoch_s"]})
+        self._reset_traffic()
+        self.run_dir.log(record)
+        if self.show:
+            self._print(record)
+        self.epoch = epoch
+        every = config.run.checkpoint_every
+        if every and ((epoch + 1) % every == 0 or epoch + 1 == config.train.epochs):
+            self._checkpoint()
+        self.comm.barrier()                       # nobody races ahead of the checkpoint
+
+    def train_epoch(self, epoch: int) -> dict:
+        """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
+        self.model.train()
+        start = time.perf_counter()
+        loss_sum, examples, sync_s = 0.0, 0, 0.0
+        bar = progress(total=self.mode.batches_per_epoch, enabled=self.show, unit="batch",
+                       desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
+        for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
+            if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
+                os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process
+            # zeroed, not None: a parameter a step leaves unused keeps its momentum update
+            # in one process and in K (the all-reduce needs every gradient)
+            self.optimizer.zero_grad(set_to_none=False)
+            loss.backward()
+            t_sync = time.perf_counter()
+            self.comm.all_reduce_gradients(self.model.parameters(), self.mode.grad_op)
+            sync_s += time.perf_counter() - t_sync
+            self.optimizer.step()
+            value = loss.item()
+            loss_sum += value * normaliser
+            examples += count
+            bar.update()
+            bar.set_postfix(loss=f"{value:.4f}")
+        bar.close()
+        self._sync_buffers()
+        record = {"epoch": epoch, "epoch_s": time.perf_counter() - start}
+        record.update(self._epoch_traffic(loss_sum, examples, sync_s))
+        return record
+
+    def _final(self) -> dict:
+        if self.best is not None:
+            self._restore(self.best)
+        result = {"epochs": self.epoch + 1, "best_epoch": self.best_epoch,
+                  "workers": self.ctx.world_size, **self.best_eval}
+        if self.history:
+            result["final_loss"] = self.history[-1]["loss"]
+            result["epoch_s"] = float(np.mean([h["epoch_s"] for h in self.history]))
+        result.update(self.mode.final_metrics())
+        self.run_dir.log({"final": True, **result})
+        return result
+
+    # ------------------------------------------------------------------ traffic
+    def _communicators(self):
+        fetch = self.ctx.fetch_comm
+        return [self.comm] + ([fetch] if fetch is not None and fetch is not self.comm else [])
+
+    def _reset_traffic(self) -> None:
+        for comm in self._communicators():
+            comm.reset_stats()
+
+    def _traffic_totals(self) -> dict:
+        """This rank's Communicator counters since the last reset (all groups)."""
+        stats = [comm.reset_stats() for comm in self._communicators()]
+        return {"comm_bytes_sent": sum(s.bytes_sent for s in stats),
+                "comm_bytes_recv": sum(s.bytes_recv for s in stats),
+                "comm_wait_s": sum(s.wait_s for s in stats)}
+
+    def _epoch_traffic(self, loss_sum: float, examples: int, sync_s: float) -> dict:
+        """The epoch's loss and counters over all ranks: one gather of every rank's numbers."""
+        mine = {"loss_sum": loss_sum, "examples": examples, "grad_sync_s": sync_s,
+                **self._traffic_totals(), **self.mode.epoch_stats()}
+        ranks = self.comm.all_gather_object(mine)
+        record = combine_ranks(ranks)
+        record["loss"] = record.pop("loss_sum") / max(record.pop("examples"), 1)
+        if len(ranks) > 1:
+            record["workers"] = [{"rank": r, **{k: v for k, v in m.items()
+                                                if k not in ("loss_sum", "examples")}}
+                                 for r, m in enumerate(ranks)]
+        return record
+
+    def _sync_buffers(self) -> None:
+        """Average float buffers (batch-norm statistics) so every replica evaluates alike."""
+        if self.ctx.world_size == 1:
+            return
+        for buffer in self.model.buffers():
+            if buffer.is_floating_point():
+                self.comm.all_reduce(buffer.data, op="mean")
+
+    # ------------------------------------------------------------------ state
+    def _snapshot(self) -> dict:
+        return {"model": copy.deepcopy(self.model.state_dict()),
+                "mode": copy.deepcopy(self.mode.state_dict())}
+
+    def _restore(self, snapshot: dict) -> None:
+        self.model.load_state_dict(snapshot["model"])
+        self.mode.load_state_dict(snapshot["mode"])
+
+    def _checkpoint(self) -> None:
+        state = {"epoch": self.epoch, "best_val": self.best_val, "best_epoch": self.best_epoch,
+                 "best": self.best, "best_eval": self.best_eval, "current": self._snapshot(),
+                 "optimizer": self.optimizer.state_dict(),
+                 "rng": self.comm.all_gather_object(_rng_state()),
+                 "mode": self.config.mode, "arch": self.config.model.arch}
+        self.run_dir.save_checkpoint(state)
+
+    def _resume(self) -> None:
+        """Continue from the checkpoint when run.resume is set (the launcher sets it when it
+        restarts failed workers). Rank 0 reads the file and broadcasts it, so every rank
+        resumes at the same epoch even if only rank 0 can see the run directory."""
+        if not self.config.run.resume:
+            return
+        state = self.run_dir.load_checkpoint() if self.ctx.is_main else None
+        state = self.comm.broadcast_object(state)
+        if state is None:
+            if self.ctx.attempt == 0:
+                raise FileNotFoundError(
+                    f"run.resume is set but {self.run_dir.path} holds no checkpoint; drop "
+                    "--resume (run.resume) to start a new run there")
+            return                             # recovering before the first checkpoint
+        for key in ("mode", "arch"):
+            want = self.config.mode if key == "mode" else self.config.model.arch
+            if state.get(key) != want:
+                raise ValueError(f"the checkpoint in {self.run_dir.path} is for {key} "
+                                 f"{state.get(key)!r}, not {want!r}; use another run.dir or "
+                                 "drop --resume")
+        self._restore(state["current"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.epoch, self.best_val = int(state["epoch"]), float(state["best_val"])
+        self.best_epoch, self.best = int(state["best_epoch"]), state["best"]
+        self.best_eval = state["best_eval"]
+        rng = state["rng"]
+        if len(rng) == self.ctx.world_size:
+            _set_rng_state(rng[self.ctx.rank])
+        self.run_dir.truncate_metrics_after(self.epoch)
+
+    def _fail_here(self, epoch: int) -> bool:
+        """The fault-test hook cluster.fail_at = "RANK:EPOCH" (first attempt only)."""
+        if not self.config.cluster.fail_at or self.ctx.attempt > 0:
+            return False
+        rank, at_epoch = (int(v) for v in self.config.cluster.fail_at.split(":"))
+        return rank == self.ctx.rank and at_epoch == epoch
+
+    # ------------------------------------------------------------------ output
+    def _describe(self) -> dict:
+        return {"setup": self.comm.all_gather_object(self.mode.describe())}
+
+    def _print(self, record: dict) -> None:
+        parts = [f"epoch {record['epoch'] + 1}: loss {record['loss']:.4f}",
+                 f"{record['epoch_s']:.1f}s"]
+        if record.get("comm_bytes_sent"):
+            parts.append(f"sent {record['comm_bytes_sent'] / 2 ** 20:.2f} MiB")
+        if self.key in record:
+            parts.append(f"{self.key} {record[self.key]:.4f}")
+        print(", ".join(parts), flush=True)
+
+
+def combine_ranks(ranks: list[dict]) -> dict:
+    """One value per key over ranks: the max for seconds (`*_s`: the slowest rank sets the
+    pace), the sum for counts and bytes; mappings (e.g. bytes per bit width) key by key."""
+    out = {}
+    for key in dict.fromkeys(k for r in ranks for k in r):
+        values = [r.get(key, 0) for r in ranks]
+        value = next(v for v in values if v is not None)
+        if isinstance(value, dict):
+            out[key] = combine_ranks([v or {} for v in values])
+        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            out[key] = max(values) if str(key).endswith("_s") else sum(values)
+            if isinstance(out[key], float):
+                out[key] = round(out[key], 6)
+        else:
+            out[key] = value
+    return out
+
+
+def _rng_state() -> dict:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"torch": torch.get_rng_state(), "numpy_keys": torch.from_numpy(keys.astype(np.int64)),
+            "numpy_pos": int(pos), "numpy_gauss": [int(has_gauss), float(cached)]}
+
+
+def _set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    keys = state["numpy_keys"].numpy().astype(np.uint32)
+    np.random.set_state(("MT19937", keys, state["numpy_pos"], *state["numpy_gauss"]))

@@ -1,0 +1,153 @@
+"""The one training loop (gnnsys.training): in every mode a run killed mid-epoch resumes
+without losing a completed epoch and ends in the state of an uninterrupted run; K ranks
+resume at the epoch of rank 0's checkpoint whatever their own disks hold; per-rank
+counters combine the same way in every mode."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnsys.config import from_dict
+from gnnsys.distributed.local import ThreadGroup
+from gnnsys.runlog import read_metrics
+from gnnsys.training import FAIL_EXIT_CODE, PLUGINS, TrainingLoop, combine_ranks
+
+REPO = Path(__file__).resolve().parents[1]
+
+# One small run per mode: (config, the Python expression that builds its graph).
+RUNS = {
+    "minibatch": ({"mode": "minibatch", "model": {"arch": "sage", "hidden": 16, "layers": 2},
+                   "sampler": {"fanouts": [4, 4], "batch_size": 32, "threads": 1}},
+                  "tiny_graph(num_nodes=300, num_features=8, seed=3)"),
+    "fullgraph": ({"mode": "fullgraph", "model": {"arch": "gcn", "hidden": 16, "layers": 2}},
+                  "tiny_graph(num_nodes=300, num_features=8, seed=3)"),
+    "temporal": ({"mode": "temporal", "model": {"arch": "tgn", "heads": 2, "dropout": 0.0},
+                  "sampler": {"batch_size": 100, "threads": 1},
+                  "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16,
+                               "num_neighbors": 5, "eval_negatives": 4}},
+                 "make_tiny_graph()"),
+}
+
+RUNNER = """
+import json, sys
+from gnnsys.config import from_dict
+from gnnsys.testing import tiny_graph
+from gnnsys.training import fit
+from tests.temporal.conftest import make_tiny_graph
+config = from_dict(json.loads(sys.argv[1]))
+print(json.dumps(fit(config, {graph})))
+"""
+
+
+def _config(mode: str, run_dir: Path, **train) -> dict:
+    base, _ = RUNS[mode]
+    config = json.loads(json.dumps(base))
+    config["train"] = {"epochs": 4, "lr": 0.01, "progress": False, "seed": 1, **train}
+    config["run"] = {"dir": str(run_dir)}
+    return config
+
+
+def _train(mode: str, config: dict) -> subprocess.CompletedProcess:
+    """The run in a process of its own, so that a simulated crash kills only it."""
+    code = RUNNER.format(graph=RUNS[mode][1])
+    env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-c", code, json.dumps(config)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def _final_state(run_dir: Path) -> dict:
+    return torch.load(run_dir / "checkpoint.pt", weights_only=True)["current"]["model"]
+
+
+@pytest.mark.parametrize("mode", sorted(RUNS))
+def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
+    straight = _train(mode, _config(mode, tmp_path / "straight"))
+    assert straight.returncode == 0, straight.stderr[-2000:]
+
+    crashed_config = _config(mode, tmp_path / "crashed")
+    crashed_config["cluster"] = {"fail_at": "0:2"}          # rank 0 dies inside epoch 2
+    crashed = _train(mode, crashed_config)
+    assert crashed.returncode == FAIL_EXIT_CODE, crashed.stderr[-2000:]
+    done = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if "loss" in r]
+    assert done == [0, 1]                                    # epoch 2 never finished
+
+    resumed_config = _config(mode, tmp_path / "crashed")
+    resumed_config["run"]["resume"] = True
+    resumed = _train(mode, resumed_config)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    epochs = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if "loss" in r]
+    assert epochs == [0, 1, 2, 3]                            # none lost, none twice
+
+    a, b = _final_state(tmp_path / "straight"), _final_state(tmp_path / "crashed")
+    for name, value in a.items():
+        torch.testing.assert_close(b[name], value, rtol=0, atol=0, msg=name)
+    final_a = json.loads(straight.stdout.strip().splitlines()[-1])
+    final_b = json.loads(resumed.stdout.strip().splitlines()[-1])
+    metric = next(k for k in final_a if k.startswith("test_"))
+    assert final_a["best_epoch"] == final_b["best_epoch"]
+    assert final_a[metric] == final_b[metric]
+
+
+def test_resume_without_a_checkpoint_is_one_clear_error(tmp_path):
+    config = _config("fullgraph", tmp_path / "empty")
+    config["run"]["resume"] = True
+    out = _train("fullgraph", config)
+    assert out.returncode != 0
+    assert "holds no checkpoint" in out.stderr and str(tmp_path / "empty") in out.stderr
+
+
+def test_ranks_resume_at_rank_zeros_epoch_without_shared_storage(tmp_path):
+    """Each rank sees only its own run directory: rank 0's holds the checkpoint of epoch 1,
+    rank 1's an older one of epoch 0. Every rank must continue from epoch 2."""
+    from tests.temporal.conftest import make_tiny_graph
+    from gnnsys.temporal.mode import TemporalMode
+    graph = make_tiny_graph()
+
+    def config(run_dir, epochs, resume=False):
+        data = _config("temporal", run_dir, epochs=epochs)
+        data["run"]["resume"] = resume
+        data["cluster"] = {"workers": 2}
+        return from_dict(data)
+
+    prepared = TemporalMode.prepare(config(tmp_path / "x", 1), graph)
+
+    def run(configs):
+        return ThreadGroup(2).run_workers(
+            lambda ctx: TrainingLoop(ctx, configs[ctx.rank], prepared).run())
+
+    for rank, epochs in ((0, 2), (1, 1)):   # rank r's disk: a checkpoint after `epochs`
+        view = tmp_path / f"rank{rank}"
+        run([config(view, epochs), config(tmp_path / f"scratch{rank}", epochs)])
+    resumed = run([config(tmp_path / f"rank{r}", 4, resume=True) for r in range(2)])
+    straight = run([config(tmp_path / f"straight{r}", 4) for r in range(2)])
+    assert [r["epochs"] for r in resumed] == [4, 4]
+    epochs = [r["epoch"] for r in read_metrics(tmp_path / "rank0") if "loss" in r]
+    assert epochs == [0, 1, 2, 3]
+    for key in ("val_ap", "test_ap", "best_epoch"):
+        assert resumed[0][key] == pytest.approx(straight[0][key], abs=1e-6), key
+
+
+def test_every_mode_has_a_plugin_with_the_contract():
+    from gnnsys.config import MODES
+    from gnnsys.training import plugin_class
+    assert set(PLUGINS) == set(MODES)
+    for mode in MODES:
+        cls = plugin_class(mode)
+        for name in ("prepare", "build_model", "train_batches", "epoch_stats", "evaluate",
+                     "final_metrics", "state_dict", "load_state_dict", "describe", "close"):
+            assert callable(getattr(cls, name)), (mode, name)
+        assert cls.grad_op in ("mean", "sum")
+
+
+def test_rank_counters_combine_by_kind():
+    ranks = [{"remote_rows": 3, "fetch_s": 0.5, "bytes_by_bits": {"8": 10}, "sampler": "cpu"},
+             {"remote_rows": 4, "fetch_s": 0.2, "bytes_by_bits": {"8": 1, "2": 5},
+              "sampler": "cpu"}]
+    assert combine_ranks(ranks) == {"remote_rows": 7, "fetch_s": 0.5,
+                                     "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
