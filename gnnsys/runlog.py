@@ -102,7 +102,7 @@ class RunDir:
         if not path.exists():
             return None
         try:
-            return torch.load(path, map_location="cpu", weights_only=False)
+            return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read must not be silently ignored
             raise RuntimeError(f"checkpoint {path} is unreadable ({err}); delete it to start "
                                "over or restore it from a backup") from None

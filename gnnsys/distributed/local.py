@@ -13,6 +13,7 @@ the others time out, not hang).
 """
 from __future__ import annotations
 
+import copy
 import threading
 
 import torch
@@ -85,11 +86,14 @@ class ThreadComm(Communicator):
         tensor.copy_({"sum": stacked.sum(0), "max": stacked.amax(0),
                       "min": stacked.amin(0)}[op])
 
+    # Objects arrive as copies, as over a wire: ranks must not share mutable state.
     def _all_gather_object(self, obj) -> list:
-        return self.thread_group.exchange(self.rank, obj)
+        items = self.thread_group.exchange(self.rank, obj)
+        return [item if r == self.rank else copy.deepcopy(item) for r, item in enumerate(items)]
 
     def _broadcast_object(self, obj, src: int):
-        return self.thread_group.exchange(self.rank, obj)[src]
+        item = self.thread_group.exchange(self.rank, obj)[src]
+        return item if src == self.rank else copy.deepcopy(item)
 
     def _barrier(self) -> None:
         self.thread_group.exchange(self.rank, None)
