@@ -108,23 +108,6 @@ class RunDir:
                                "over or restore it from a backup") from None
 
 
-def resume_state(run: RunDir, config, model, optimizer) -> dict:
-    """Training state to start from: fresh, or (with run.resume) the last checkpoint's
-    model, optimizer, epoch and best-validation bookkeeping; metrics of epochs after the
-    checkpoint are dropped since they will be redone."""
-    state = {"epoch": -1, "best_val": float("-inf"), "best_epoch": -1, "best_model": None}
-    if not config.run.resume:
-        return state
-    ckpt = run.load_checkpoint()
-    if ckpt is None:
-        return state
-    model.load_state_dict(ckpt["model"])
-    optimizer.load_state_dict(ckpt["optimizer"])
-    state.update({k: ckpt[k] for k in ("epoch", "best_val", "best_epoch", "best_model")})
-    run.truncate_metrics_after(ckpt["epoch"])
-    return state
-
-
 def read_metrics(path: str | os.PathLike) -> list[dict]:
     file = Path(path) / METRICS
     if not file.exists():

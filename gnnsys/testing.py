@@ -46,11 +46,3 @@ def shared_data_dir() -> Path | None:
     """The `shared/data` directory beside the repo checkout, when present."""
     here = Path(__file__).resolve().parents[2] / "shared" / "data"
     return here if here.is_dir() else None
-
-
-def cuda_available() -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available()
-    except Exception:
-        return False

@@ -12,28 +12,10 @@ own business, so a change to how training runs is made here once:
     every `train.eval_every` epochs, best-validation model selection, atomic checkpoints
     and the final metrics of the best-validation epoch.
 
-A mode is a plug-in class, found through `PLUGINS`, constructed on every worker as
-`Plugin(ctx, config, *prepared)` where `prepared = Plugin.prepare(config, graph)` ran once
-in the driver. It supplies:
-
-    metric                  name of the selection metric: 'acc', 'auc' or 'ap'
-    grad_op                 'mean' (each rank's loss is a mean over its own examples) or
-                            'sum' (each rank's loss is already divided by the global count)
-    build_model()           the torch module the loop optimises and checkpoints (called
-                            once, freshly seeded, after __init__; no collectives inside)
-    batches_per_epoch       number of training steps per epoch (the same on every rank)
-    train_batches(epoch)    a generator yielding (loss, examples, normaliser) per step: the
-                            loss to backpropagate, how many examples it covers and what it
-                            was divided by (the logged epoch loss is sum(loss * normaliser)
-                            / sum(examples)); it resumes after the optimizer step
-    epoch_stats()           this rank's mode-specific counters for the epoch's log line
-                            (numbers are summed over ranks; keys ending in _s take the max)
-    evaluate()              validation metrics, at least {'val_<metric>': value}
-    final_metrics()         metrics of the restored best model (test, and more)
-    state_dict() / load_state_dict(state)   mode state beyond the model (e.g. temporal memory);
-                            collective: every rank calls them
-    describe()              a dict logged once when a run starts (partitions, caches, links)
-    close()                 release threads and buffers
+A mode is a plug-in class named in `PLUGINS`, constructed on every worker as
+`Plugin(ctx, config, *Plugin.prepare(config, graph))`; its contract (build_model,
+train_batches, epoch_stats, evaluate, final_metrics, state_dict, ...) is in
+docs/CODEMAP.md, and tests/test_training.py checks every mode has it.
 """
 from __future__ import annotations
 

@@ -170,10 +170,6 @@ class HaloPlan:
     def num_halo(self) -> int:
         return len(self.halo_gid)
 
-    def recv_count(self, peer: int) -> int:
-        start, end = self.recv_ranges[peer]
-        return end - start
-
     def local_index(self, global_ids: np.ndarray) -> np.ndarray:
         """Local rows of the given global ids that this partition owns (others dropped)."""
         position = np.searchsorted(self._sorted_gid, global_ids)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..metrics import METRIC_KEY, roc_auc
+from ..metrics import METRIC_KEY, evaluate
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
 from .halo import aggregation_weights, build_halo_plan
@@ -156,18 +156,11 @@ class FullGraphMode:
         return result
 
     def _split_metric(self, logits, name) -> float:
-        rows, data, comm = self.data.split[name], self.data, self.comm
-        if data.global_count[name] == 0:
-            return float("nan")
-        if self.graph.metric == "accuracy":
-            correct = torch.tensor([(logits[rows].argmax(-1) == data.y[rows]).sum().item()],
-                                   dtype=torch.float64, device=logits.device)
-            comm.all_reduce(correct, op="sum")
-            return correct.item() / data.global_count[name]
-        margin = (logits[rows, 1] - logits[rows, 0]).cpu().numpy()
-        parts = comm.all_gather_object((margin, data.y[rows].cpu().numpy()))
-        return roc_auc(torch.from_numpy(np.concatenate([p[0] for p in parts])),
-                       torch.from_numpy(np.concatenate([p[1] for p in parts])))
+        """The metric over every rank's rows of the split (gathered: AUC is no average)."""
+        rows = self.data.split[name]
+        parts = self.comm.all_gather_object((logits[rows].cpu(), self.data.y[rows].cpu()))
+        return evaluate(self.graph.metric, torch.cat([lg for lg, _ in parts]),
+                        torch.cat([y for _, y in parts]))
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:

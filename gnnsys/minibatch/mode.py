@@ -100,8 +100,21 @@ class MinibatchMode:
         pass
 
 
-class GraphData:
-    """One worker: the whole graph in memory, the sampler over its features."""
+class PartedData:
+    """What evaluation needs of a worker's data: its own rows [lo, hi) and split ids."""
+
+    def metric_of(self, logits_own: torch.Tensor, split: str) -> float:
+        """The metric over the split of all parts: predictions are gathered, so it equals
+        the single-machine value (accuracy and ROC-AUC are not averages of parts)."""
+        ids = self.splits[split]
+        mine = (logits_own[torch.from_numpy(ids - self.lo)], torch.from_numpy(self.labels[ids]))
+        everyone = self.ctx.comm.all_gather_object(mine)
+        return evaluate(self.metric, torch.cat([lg for lg, _ in everyone]),
+                        torch.cat([y for _, y in everyone]))
+
+
+class GraphData(PartedData):
+    """One worker: the whole graph in memory (one part), the sampler over its features."""
 
     def __init__(self, ctx, config, graph=None):
         from ..datasets import load_run_graph
@@ -110,7 +123,9 @@ class GraphData:
         self.graph, self.config, self.ctx = graph, config, ctx
         self.metric, self.num_classes = graph.metric, graph.num_classes
         self.in_dim, self.degree = graph.num_features, graph.degree()
-        self.labels = np.asarray(graph.y, dtype=np.int64)
+        self.labels, self.lo = np.asarray(graph.y, dtype=np.int64), 0
+        self.splits = {name: np.asarray(getattr(graph, f"{name}_idx"), dtype=np.int64)
+                       for name in ("train", "val", "test")}
         self.sampler = fused_sampler(config, graph.indptr, graph.indices, graph.x,
                                      threads=s.threads)
         self.loader = NodeLoader(self.sampler, graph.train_idx, self.labels, s.batch_size,
@@ -121,10 +136,6 @@ class GraphData:
         return model.inference(self.graph, self.config.sampler.eval_batch_size,
                                self.ctx.device, progress=bar)
 
-    def metric_of(self, logits: torch.Tensor, split: str) -> float:
-        ids = getattr(self.graph, f"{split}_idx")
-        return evaluate(self.metric, logits[ids], torch.from_numpy(self.labels[ids]))
-
     def epoch_stats(self) -> dict:
         return {}
 
@@ -132,7 +143,7 @@ class GraphData:
         return {"sampler": _sampler_kind(self.sampler), "nodes": self.graph.num_nodes}
 
 
-class PartData:
+class PartData(PartedData):
     """One of K workers: its part of the features plus the cache, the full topology."""
 
     def __init__(self, ctx, config, parts_path: str):
@@ -174,15 +185,6 @@ class PartData:
         return halo_inference(model, self.halo, x_own, self.ctx.fetch_comm, self.book,
                               self.ctx.rank, self.config.sampler.eval_batch_size,
                               self.ctx.device, progress=bar)
-
-    def metric_of(self, logits_own: torch.Tensor, split: str) -> float:
-        """The metric over the split of all parts: predictions are gathered, so it equals
-        the single-machine value (accuracy and ROC-AUC are not averages of parts)."""
-        ids = self.splits[split]
-        mine = (logits_own[torch.from_numpy(ids - self.lo)], torch.from_numpy(self.labels[ids]))
-        everyone = self.ctx.comm.all_gather_object(mine)
-        return evaluate(self.metric, torch.cat([lg for lg, _ in everyone]),
-                        torch.cat([y for _, y in everyone]))
 
     def epoch_stats(self) -> dict:
         return self.store.take_stats()

@@ -105,7 +105,6 @@ class MemoryStore:
         self.node_feat = None
         if layout.node_feat_dim:
             self.node_feat = torch.as_tensor(np.asarray(node_feat, dtype=np.float32)[self.owned])
-        self.writes_applied = 0
 
     def reset(self) -> None:
         """Start of an epoch: no memory, no mail (TGN resets memory every epoch)."""
@@ -146,7 +145,6 @@ class MemoryStore:
         self.mailbox[s, slot] = w["mail"][keep_t]
         self.mail_ts[s, slot] = w["mail_ts"][keep_t]
         self.next_slot[s] = (slot + 1) % self.layout.mailbox_size
-        self.writes_applied += 1
 
     def state(self) -> dict:
         """Owned rows by global id, for checkpoints (merged across workers by the caller)."""

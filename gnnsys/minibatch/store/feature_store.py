@@ -48,7 +48,7 @@ class FeatureStore:
         fetcher.local_rows = self.table[:n_local]
         # Keep the one-off fill's traffic out of the first epoch's counters.
         self.fill_traffic = fetcher.comm.reset_stats()
-        fetcher.rows_served = fetcher.rows_requested = 0
+        fetcher.rows_served = 0
         self.row_of = np.full(book.num_nodes, -1, dtype=np.int64)
         self.row_of[lo:hi] = np.arange(n_local)
         self.row_of[self.cached_ids] = n_local + np.arange(n_cached)

@@ -21,7 +21,6 @@ class RemoteFetcher:
         self.comm, self.book, self.part = comm, book, part
         self.local_rows = local_rows
         self.lo, self.hi = book.range(part)
-        self.rows_requested = 0    # rows this worker asked for
         self.rows_served = 0       # rows this worker sent to peers
 
     def fetch(self, ids: np.ndarray) -> np.ndarray:
@@ -49,6 +48,5 @@ class RemoteFetcher:
         rows = np.empty((ids.size, dim), dtype=dtype)
         if ids.size:
             rows[order] = torch.cat(got).numpy()
-        self.rows_requested += int(ids.size)
         self.rows_served += sum(len(a) for r, a in enumerate(asked) if r != self.part)
         return rows
