@@ -76,9 +76,10 @@ def ensure_partitions(config, graph=None, force: bool = False,
     `graph`: the run's graph if already loaded (else it is loaded only to build)."""
     _settings_read_by(config)                   # a mode without partitions fails first
     path = parts_dir(config)
-    if path.exists() and not force:
+    built = path.exists() and any(path.iterdir())      # an empty directory is not built yet
+    if built and not force:
         return open_partitions(config, graph)
-    if path.exists() and not (path / "manifest.json").exists():
+    if built and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")
     from .datasets import load_run_graph

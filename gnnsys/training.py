@@ -15,7 +15,7 @@ own business, so a change to how training runs is made here once:
 A mode is a plug-in class named in `PLUGINS`, constructed on every worker as
 `Plugin(ctx, config, *Plugin.prepare(config, graph))`; its contract (build_model,
 train_batches, epoch_stats, evaluate, final_metrics, state_dict, ...) is in
-docs/CODEMAP.md, and tests/test_training.py checks every mode has it.
+docs/CODEMAP.md, and tests/test_training_loop.py checks every mode has it.
 """
 from __future__ import annotations
 
@@ -83,17 +83,23 @@ class TrainingLoop:
         try:
             self._resume()
             self.run_dir.save_config(self.config)
+            setup = self.comm.all_gather_object(self.mode.describe())
             if self.epoch < 0:
                 self.run_dir.log({"event": "start", "mode": self.config.mode,
-                                  "workers": self.ctx.world_size, **self._describe()})
+                                  "workers": self.ctx.world_size, "setup": setup})
             self._reset_traffic()
-            for epoch in range(self.epoch + 1, self.config.train.epochs):
-                self._epoch(epoch)
+            # one step per epoch (full-graph): one bar over the epochs instead of a bar each
+            epochs = progress(range(self.epoch + 1, self.config.train.epochs), unit="epoch",
+                              enabled=self.show and self.mode.batches_per_epoch == 1)
+            for epoch in epochs:
+                record = self._epoch(epoch)
+                epochs.set_postfix({k: f"{v:.4f}" for k, v in record.items()
+                                    if k in ("loss", self.key)})
             return self._final()
         finally:
             self.mode.close()
 
-    def _epoch(self, epoch: int) -> None:
+    def _epoch(self, epoch: int) -> dict:
         config = self.config
         record = self.train_epoch(epoch)
         if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
@@ -105,20 +111,22 @@ class TrainingLoop:
         self.history.append({"loss": record["loss"], "epoch_s": record["epoch_s"]})
         self._reset_traffic()
         self.run_dir.log(record)
-        if self.show:
+        if self.show and self.mode.batches_per_epoch > 1:
             self._print(record)
         self.epoch = epoch
         every = config.run.checkpoint_every
         if every and ((epoch + 1) % every == 0 or epoch + 1 == config.train.epochs):
             self._checkpoint()
         self.comm.barrier()                       # nobody races ahead of the checkpoint
+        return record
 
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
         self.model.train()
         start = time.perf_counter()
         loss_sum, examples, sync_s = 0.0, 0, 0.0
-        bar = progress(total=self.mode.batches_per_epoch, enabled=self.show, unit="batch",
+        bar = progress(total=self.mode.batches_per_epoch, unit="batch",
+                       enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
         for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
             if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
@@ -155,17 +163,13 @@ class TrainingLoop:
         return result
 
     # ------------------------------------------------------------------ traffic
-    def _communicators(self):
-        fetch = self.ctx.fetch_comm
-        return [self.comm] + ([fetch] if fetch is not None and fetch is not self.comm else [])
-
-    def _reset_traffic(self) -> None:
-        for comm in self._communicators():
-            comm.reset_stats()
+    def _reset_traffic(self) -> list:
+        """This rank's Communicator counters since the last reset, of every group."""
+        groups = {id(c): c for c in (self.comm, self.ctx.fetch_comm) if c is not None}
+        return [comm.reset_stats() for comm in groups.values()]
 
     def _traffic_totals(self) -> dict:
-        """This rank's Communicator counters since the last reset (all groups)."""
-        stats = [comm.reset_stats() for comm in self._communicators()]
+        stats = self._reset_traffic()
         return {"comm_bytes_sent": sum(s.bytes_sent for s in stats),
                 "comm_bytes_recv": sum(s.bytes_recv for s in stats),
                 "comm_wait_s": sum(s.wait_s for s in stats)}
@@ -246,9 +250,6 @@ class TrainingLoop:
         return rank == self.ctx.rank and at_epoch == epoch
 
     # ------------------------------------------------------------------ output
-    def _describe(self) -> dict:
-        return {"setup": self.comm.all_gather_object(self.mode.describe())}
-
     def _print(self, record: dict) -> None:
         parts = [f"epoch {record['epoch'] + 1}: loss {record['loss']:.4f}",
                  f"{record['epoch_s']:.1f}s"]

@@ -1,17 +1,15 @@
-"""Per-epoch wall-clock accounting shared by the main and the communication thread."""
+"""Per-epoch wall-clock accounting of the full-graph step (all on the calling thread)."""
 from __future__ import annotations
 
-import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 
 
 class EpochTimers:
-    """Named seconds accumulated over one epoch; safe to add to from several threads."""
+    """Named seconds accumulated over one epoch."""
 
     def __init__(self):
-        self._lock = threading.Lock()
         self._seconds = defaultdict(float)
 
     @contextmanager
@@ -23,11 +21,9 @@ class EpochTimers:
             self.add(name, time.perf_counter() - start)
 
     def add(self, name: str, seconds: float) -> None:
-        with self._lock:
-            self._seconds[name] += seconds
+        self._seconds[name] += seconds
 
     def pop(self) -> dict:
         """The totals so far (seconds), and start from zero."""
-        with self._lock:
-            totals, self._seconds = dict(self._seconds), defaultdict(float)
+        totals, self._seconds = dict(self._seconds), defaultdict(float)
         return totals

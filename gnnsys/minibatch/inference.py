@@ -58,7 +58,7 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
             position = torch.empty(h_all.size(0), dtype=torch.long)
             position[sources] = torch.arange(len(sources))
             edge_index = torch.stack([position[src], dst])
-            out = model._layer(i, h_all[sources].to(device), edge_index.to(device),
+            out = model.layer(i, h_all[sources].to(device), edge_index.to(device),
                                stop - start, global_ids[sources].to(device))
             outs.append(out.cpu())
         h_own = torch.cat(outs) if outs else torch.empty(0, model.convs[i].out_channels)

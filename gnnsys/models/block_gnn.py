@@ -69,7 +69,7 @@ class BlockGNN(nn.Module):
         edge_index = torch.cat([edge_index, torch.stack([loops, loops])], 1)
         return edge_index, torch.cat([weight, 1.0 / (d_dst + 1)])
 
-    def _layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
+    def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
                n_id: torch.Tensor | None = None):
         conv = self.convs[i]
         if self.arch == "gcn":
@@ -91,7 +91,7 @@ class BlockGNN(nn.Module):
         if len(blocks) != len(self.convs):
             raise ValueError(f"got {len(blocks)} blocks for a {len(self.convs)}-layer model")
         for i, block in enumerate(blocks):
-            x = self._layer(i, x, block.edge_index, block.num_dst, n_id)
+            x = self.layer(i, x, block.edge_index, block.num_dst, n_id)
         return x
 
     @torch.no_grad()
@@ -133,7 +133,7 @@ class BlockGNN(nn.Module):
                 sources[local] = nodes
                 edge_index = torch.stack([local[inv[stop - start:]], dst])
                 h = x[sources].to(device)
-                outs.append(self._layer(i, h, edge_index.to(device), stop - start,
+                outs.append(self.layer(i, h, edge_index.to(device), stop - start,
                                         sources.to(device)).cpu())
             x = torch.cat(outs)
         return x
