@@ -88,7 +88,7 @@ class ClusterConfig:
 class PartitionConfig:
     method: str = "metis"                # metis | random | stream
     num_parts: int | None = None         # default: cluster.workers
-    dir: str | None = None               # default: <data root>/parts/<dataset>-<method>-<K>
+    dir: str | None = None               # default: <data root>/parts/<dataset>-...-<digest>
     seed: int = 0                        # partitioner seed (not train.seed: reruns share parts)
 
 

@@ -1,14 +1,16 @@
 """The one partition cache of minibatch and full-graph training (`gnnsys partition`).
 
-The directory is `partition.dir`, or `<data root>/parts/<dataset>-s<split>-<method>-<K>`;
-its manifest records every config setting the stored files depend on. It is reused when
-the settings the run's mode reads match (full-graph reads only the vertex -> part
-assignment, so any sampler settings do), when it was built from the run's graph (if the
-caller has it loaded) and its files have the recorded sizes; anything else is a one-line
-error naming the setting and the fix, never a silent reuse or rebuild.
+The directory is `partition.dir`, else `<data root>/parts/<dataset>-s<split>-<method>-<K>-
+<digest>`, the digest naming every setting the stored files depend on (the manifest
+records them too). A directory is reused when the settings the run's mode reads match
+(full-graph reads only the vertex -> part assignment, so any sampler settings do), when it
+was built from the run's graph (if the caller has it loaded) and its files have the
+recorded sizes; anything else is a one-line error naming the setting and the fix.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import numpy as np
@@ -28,11 +30,15 @@ def num_parts(config) -> int:
 
 
 def parts_dir(config) -> Path:
+    """`partition.dir`, else a directory of the data root named by the settings (a digest of
+    all of them: runs with other settings build their own, never reuse a stale one)."""
     if config.partition.dir:
         return Path(config.partition.dir).expanduser()
     d = config.dataset
     from .datasets import data_root
-    name = f"{d.name}-s{d.split}-{config.partition.method}-{num_parts(config)}"
+    settings = json.dumps(partition_settings(config), sort_keys=True).encode()
+    name = (f"{d.name}-s{d.split}-{config.partition.method}-{num_parts(config)}-"
+            f"{hashlib.sha256(settings).hexdigest()[:8]}")
     return data_root(d.root) / "parts" / name
 
 

@@ -37,6 +37,10 @@ def test_partitions_are_built_once_then_reused(tmp_path):
     assert (again.path / "manifest.json").stat().st_mtime_ns == stamp
     rebuilt = ensure_partitions(config, force=True, progress=False)
     assert (rebuilt.path / "manifest.json").stat().st_mtime_ns != stamp
+    # other sampler settings: the default location is another directory, built anew
+    other = ensure_partitions(config_for(tmp_path, ["sampler.fanouts=[4, 4]"], method="random"),
+                              progress=False)
+    assert other.path != rebuilt.path and other.manifest["settings"]["sampler.fanouts"] == [4, 4]
 
 
 @pytest.mark.parametrize("override, stored, wanted", [
