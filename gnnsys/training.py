@@ -241,6 +241,8 @@ class TrainingLoop:
         if len(rng) == self.ctx.world_size:
             _set_rng_state(rng[self.ctx.rank])
         self.run_dir.truncate_metrics_after(self.epoch)
+        self.run_dir.log({"event": "resume", "from_epoch": self.epoch + 1,
+                          "attempt": self.ctx.attempt})
 
     def _fail_here(self, epoch: int) -> bool:
         """The fault-test hook cluster.fail_at = "RANK:EPOCH" (first attempt only)."""

@@ -81,8 +81,9 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     resumed_config["run"]["resume"] = True
     resumed = _train(mode, resumed_config)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    epochs = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if "loss" in r]
-    assert epochs == [0, 1, 2, 3]                            # none lost, none twice
+    records = read_metrics(tmp_path / "crashed")
+    assert [r["epoch"] for r in records if "loss" in r] == [0, 1, 2, 3]   # none lost or twice
+    assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [2]
 
     a, b = _final_state(tmp_path / "straight"), _final_state(tmp_path / "crashed")
     for name, value in a.items():

@@ -19,6 +19,9 @@ def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config
     records = read_metrics(tiny_parts / "run")
     epochs = [r["epoch"] for r in records if "epoch" in r]
     assert epochs == [0, 1, 2]                 # epoch 0 kept, epoch 1 redone once
+    # a worker really died, and the restarted group resumed after epoch 0
+    assert [(r["attempt"], r["from_epoch"]) for r in records if r.get("event") == "resume"] \
+        == [(1, 1)]
     for r in records:
         if "epoch" in r:                       # per-worker communication counters
             assert [w["rank"] for w in r["workers"]] == [0, 1]
