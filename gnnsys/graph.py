@@ -6,7 +6,7 @@ memory-mapped from disk. Row `v` of the CSR lists the vertices whose messages fl
 `v` (its in-neighbours); for the symmetric graphs most datasets are, that is simply the
 neighbour list. Saving writes one `.npy` per array plus `meta.json` (no pickle).
 
-Depends on numpy (and `partition.files` for atomic writes); no torch.
+Depends on numpy (and `partition.format` for atomic writes); no torch.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from partition.files import atomic_directory
+from partition.format import atomic_directory
 
 _ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
 FORMAT_VERSION = 1

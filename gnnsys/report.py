@@ -2,16 +2,14 @@
 
 The table CHARTS says which keys each chart draws; a chart is drawn when any of its keys
 is logged, so every mode's logs (and older logs with fewer keys) work. A chart tied to a
-mode is drawn only for that mode (config.yaml's `mode`, else guessed from the keys), since
-e.g. `bytes_sent` counts different traffic in each. Matplotlib's Agg canvas: no display.
+mode is drawn only for that mode (the run's `start` record names it), since e.g.
+`bytes_sent` counts different traffic in each. Matplotlib's Agg canvas: no display.
 """
 from __future__ import annotations
 
 import io
 import os
 from pathlib import Path
-
-import yaml
 
 from .runlog import METRICS, atomic_write_bytes, read_metrics
 
@@ -34,8 +32,6 @@ CHARTS = {
     "phase_time": ("seconds per epoch by phase", "seconds", "fullgraph", [f"time_{p}" for p in (
         "comm", "quant", "central", "marginal", "wait", "reduce")]),
 }
-# keys only one mode logs: the mode of a run directory without config.yaml
-MODE_SIGNS = {"minibatch": "remote_rows", "temporal": "rows_sent", "fullgraph": "time_comm"}
 
 
 def _epoch_records(records: list[dict]) -> list[dict]:
@@ -46,15 +42,6 @@ def _epoch_records(records: list[dict]) -> list[dict]:
                                  or r.get("phase") == "test"):
             by_epoch[r["epoch"]] = r
     return [by_epoch[e] for e in sorted(by_epoch)]
-
-
-def _mode(run_dir: Path, epochs: list[dict]) -> str | None:
-    config = run_dir / "config.yaml"
-    try:
-        mode = (yaml.safe_load(config.read_text()) or {}).get("mode") if config.exists() else None
-    except (yaml.YAMLError, AttributeError):
-        raise ValueError(f"{config} is not a YAML mapping; fix or delete it") from None
-    return mode or next((m for m, key in MODE_SIGNS.items() if any(key in r for r in epochs)), None)
 
 
 def _lines(epochs: list[dict], key: str) -> list[tuple[str, list]]:
@@ -98,7 +85,7 @@ def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
         state = "has no epoch records" if records else "is missing or empty"
         raise ValueError(f"{run_dir / METRICS} {state}; train first with "
                          "`gnnsys train --config CONFIG` (its run.dir is the run directory)")
-    mode = _mode(run_dir, epochs)
+    mode = next((r.get("mode") for r in records if r.get("event") == "start"), None)
     heading = run_dir.name + (f" ({mode})" if mode else "")
     final = ", ".join(f"{k} {v:.4f}" for r in records if r.get("final") or r.get("phase") == "test"
                       for k, v in r.items() if k[5:] in METRIC_NAMES and k[:5] == "test_")

@@ -19,16 +19,17 @@ Depends on numpy only; never imports gnnsys or torch.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from .files import atomic_directory
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -66,6 +67,22 @@ class PartitionBook:
 
     def size(self, part: int) -> int:
         return int(self.offsets[part + 1] - self.offsets[part])
+
+
+@contextlib.contextmanager
+def atomic_directory(path: Path):
+    """Build a directory at a temporary sibling path, then swap it in for `path` in one
+    rename; on any error the temporary is removed and an existing `path` is untouched."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def file_digest(path: Path, chunk_bytes: int = 1 << 23) -> str:

@@ -51,10 +51,10 @@ def fullgraph_records(epochs=3):
 
 
 def write_run(path, records, mode=None):
+    """A run directory whose log starts with the loop's `start` record naming the mode."""
     path.mkdir(parents=True, exist_ok=True)
-    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    if mode:
-        (path / "config.yaml").write_text(yaml.safe_dump({"mode": mode, "train": {"epochs": 3}}))
+    start = [{"event": "start", "mode": mode, "workers": 2}] if mode else []
+    (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in start + records))
     return path
 
 
@@ -88,7 +88,7 @@ def test_each_mode_gets_its_charts_and_only_those(tmp_path, drawn, mode, records
         _valid_png(p)
     # only the PNGs are left: no temp files from the atomic writes
     assert sorted(f.name for f in run.iterdir()) == sorted(
-        ["config.yaml", "metrics.jsonl"] + [p.name for p in paths])
+        ["metrics.jsonl"] + [p.name for p in paths])
     assert all(f"run ({mode})" in title for title, _ in drawn.values())
     assert drawn["loss"][1]["loss"] == [(r["epoch"], r["loss"]) for r in records
                                         if "loss" in r and "phase" not in r]
@@ -124,10 +124,9 @@ def test_old_logs_draw_the_charts_whose_keys_they_have(tmp_path):
     paths = report.make_report(write_run(tmp_path / "t", old_temporal, "temporal"))
     assert {p.stem for p in paths} == {"loss", "metrics", "time", "exchange_rows",
                                        "exchange_bytes"}
-    # today's full-graph loop, and no config.yaml: the mode is told by its time_* keys
     old_fullgraph = [{k: v for k, v in r.items() if k not in ("bytes_by_bits", "epoch_s")
                       and not k.startswith("comm_")} for r in fullgraph_records()]
-    paths = report.make_report(write_run(tmp_path / "f", old_fullgraph))
+    paths = report.make_report(write_run(tmp_path / "f", old_fullgraph, "fullgraph"))
     assert {p.stem for p in paths} == {"loss", "metrics", "message_bytes", "phase_time"}
 
 
@@ -171,13 +170,6 @@ def test_no_epochs_is_one_clear_error(tmp_path, capsys, records, says):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(run / "metrics.jsonl") in err
     assert not (run / "loss.png").exists()
-
-
-def test_bad_config_yaml_is_named(tmp_path):
-    run = write_run(tmp_path / "run", minibatch_records())
-    (run / "config.yaml").write_text("- just\n- a list\n")
-    with pytest.raises(ValueError, match="config.yaml is not a YAML mapping"):
-        report.make_report(run)
 
 
 def test_train_quickstart_then_report(tmp_path, repo_root):

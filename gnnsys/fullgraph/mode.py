@@ -86,7 +86,6 @@ class FullGraphMode:
                                   for (i, j), c in links.items()}
             self.assigner = AdaptiveAssigner(self.exchanger, self.comm, key_dims, q, links)
             self.exchanger.tracer = self.assigner.tracer
-        self.history: list[dict] = []          # per-epoch traffic, for the final summary
         self.stats: dict = {}
 
     def build_model(self):
@@ -129,7 +128,6 @@ class FullGraphMode:
         stats = {**self.stats, "bytes_sent": sum(by_bits.values()), "bytes_by_bits": by_bits,
                  **{key: round(seconds.get(name, 0.0), 6) for key, name in TIME_KEYS},
                  "time_epoch": round(seconds.get("epoch", 0.0), 6)}
-        self.history.append({"bytes_sent": stats["bytes_sent"], "time_epoch": stats["time_epoch"]})
         return stats
 
     # ------------------------------------------------------------------ evaluation
@@ -145,15 +143,10 @@ class FullGraphMode:
 
     def final_metrics(self) -> dict:
         """Best-validation model's metrics; the last evaluation's test metric too (adaptive
-        quantisation acts late, after the first 8-bit cycle), and traffic summaries."""
+        quantisation acts late, after the first 8-bit cycle), and the partition."""
         last_test = getattr(self, "last_test", float("nan"))
-        result = {**self.evaluate(), f"test_{self.metric}_last": last_test}
-        total = self.comm.all_reduce(torch.tensor([h["bytes_sent"] for h in self.history]
-                                                  or [0], dtype=torch.float64), op="sum")
-        result["bytes_per_epoch"] = float(total.mean()) if self.history else 0.0
-        result["bytes_last_epoch"] = int(total[-1]) if self.history else 0
-        result["partition"] = self.comm.all_gather_object(self.plan.summary())
-        return result
+        return {**self.evaluate(), f"test_{self.metric}_last": last_test,
+                "partition": self.comm.all_gather_object(self.plan.summary())}
 
     def _split_metric(self, logits, name) -> float:
         """The metric over every rank's rows of the split (gathered: AUC is no average)."""

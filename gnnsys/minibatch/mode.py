@@ -140,7 +140,7 @@ class GraphData(PartedData):
         return {}
 
     def describe(self) -> dict:
-        return {"sampler": _sampler_kind(self.sampler), "nodes": self.graph.num_nodes}
+        return {**_sampler_info(self.sampler), "nodes": self.graph.num_nodes}
 
 
 class PartData(PartedData):
@@ -190,16 +190,12 @@ class PartData(PartedData):
         return self.store.take_stats()
 
     def describe(self) -> dict:
-        return {"rank": self.ctx.rank, **self.store.describe(),
-                "sampler": _sampler_kind(self.sampler),
-                "feature_tier_bytes": _tier_bytes(self.sampler),
+        return {"rank": self.ctx.rank, **self.store.describe(), **_sampler_info(self.sampler),
                 "fill_bytes_recv": self.store.fill_traffic.bytes_recv}
 
 
-def _sampler_kind(sampler) -> str:
-    return "cpu" if getattr(sampler, "placement", None) is None else "cuda"
-
-
-def _tier_bytes(sampler):
+def _sampler_info(sampler) -> dict:
+    """Which kernel samples and (GPU) the feature bytes per memory tier, for the log."""
     placement = getattr(sampler, "placement", None)
-    return None if placement is None else placement.bytes_per_tier()
+    return {"sampler": "cpu"} if placement is None else \
+        {"sampler": "cuda", "feature_tier_bytes": placement.bytes_per_tier()}
