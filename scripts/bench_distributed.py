@@ -39,7 +39,7 @@ def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
     done = [r for r in read_metrics(config.run.dir) if r.get("final")]
     # A finished run in --out is reused, so an interrupted benchmark can be resumed.
     final = done[-1] if done else Trainer(config).fit()
-    epochs_rec = [r for r in read_metrics(config.run.dir) if "epoch" in r][1:]
+    epochs_rec = [r for r in read_metrics(config.run.dir) if "loss" in r][1:]
     key = next(k for k in final if k.startswith("test_"))
 
     def mean(field):
@@ -47,9 +47,9 @@ def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
         return statistics.mean(values) if values else float("nan")
 
     return {"metric": key, "test": final[key], "epoch_s": mean("epoch_s"),
-            "allreduce_s": mean("allreduce_s"), "fetch_wait_s": mean("fetch_wait_s"),
+            "allreduce_s": mean("grad_sync_s"), "fetch_wait_s": mean("fetch_s"),
             "batch_wait_s": mean("batch_wait_s"), "remote_rows": mean("remote_rows"),
-            "cache_hits": mean("cache_hits"), "bytes_recv": mean("bytes_recv")}
+            "cache_hits": mean("cache_hits"), "bytes_recv": mean("comm_bytes_recv")}
 
 
 def fmt(values) -> str:
