@@ -1,8 +1,37 @@
+import hashlib
+import os
+import sys
+import tempfile
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parents[1]
+
+
+def numba_cache_for_these_sources() -> Path:
+    """A numba cache directory only this exact source tree can have filled: named by a
+    digest of every package source, the Python and the numba version. Tests are never
+    served machine code compiled from an older version of a module (a stale cache once
+    hid a bug planted in samplers/rng.py), yet an unchanged tree reuses its kernels."""
+    digest = hashlib.sha256()
+    for path in sorted(p for package in ("samplers", "partition", "gnnsys")
+                       for p in (REPO / package).rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
+    key = f"{digest.hexdigest()[:20]}-py{sys.version_info.major}{sys.version_info.minor}" \
+          f"-numba{version('numba')}"
+    return Path(tempfile.gettempdir()) / "gnnsys-test-numba" / key
+
+
+# Before anything imports numba (it reads the variable once); subprocesses and Ray
+# workers inherit it.
+if "numba" in sys.modules:
+    raise RuntimeError("numba was imported before tests/conftest.py could set "
+                       "NUMBA_CACHE_DIR; remove the plugin or import that loads it early")
+os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_for_these_sources())
+
 
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
-    return Path(__file__).resolve().parents[1]
+    return REPO
