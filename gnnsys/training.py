@@ -155,9 +155,9 @@ class TrainingLoop:
             self._restore(self.best)
         result = {"epochs": self.epoch + 1, "best_epoch": self.best_epoch,
                   "workers": self.ctx.world_size, **self.best_eval}
-        if self.history:
-            result["final_loss"] = self.history[-1]["loss"]
-            result["epoch_s"] = float(np.mean([h["epoch_s"] for h in self.history]))
+        if self.history:           # the epochs this process ran (none if resumed at the end)
+            result.update(final_loss=self.history[-1]["loss"],
+                          epoch_s=float(np.mean([h["epoch_s"] for h in self.history])))
         result.update(self.mode.final_metrics())
         self.run_dir.log({"final": True, **result})
         return result
@@ -168,16 +168,13 @@ class TrainingLoop:
         groups = {id(c): c for c in (self.comm, self.ctx.fetch_comm) if c is not None}
         return [comm.reset_stats() for comm in groups.values()]
 
-    def _traffic_totals(self) -> dict:
-        stats = self._reset_traffic()
-        return {"comm_bytes_sent": sum(s.bytes_sent for s in stats),
-                "comm_bytes_recv": sum(s.bytes_recv for s in stats),
-                "comm_wait_s": sum(s.wait_s for s in stats)}
-
     def _epoch_traffic(self, loss_sum: float, examples: int, sync_s: float) -> dict:
         """The epoch's loss and counters over all ranks: one gather of every rank's numbers."""
+        stats = self._reset_traffic()
         mine = {"loss_sum": loss_sum, "examples": examples, "grad_sync_s": sync_s,
-                **self._traffic_totals(), **self.mode.epoch_stats()}
+                "comm_bytes_sent": sum(s.bytes_sent for s in stats),
+                "comm_bytes_recv": sum(s.bytes_recv for s in stats),
+                "comm_wait_s": sum(s.wait_s for s in stats), **self.mode.epoch_stats()}
         ranks = self.comm.all_gather_object(mine)
         record = combine_ranks(ranks)
         record["loss"] = record.pop("loss_sum") / max(record.pop("examples"), 1)
@@ -189,9 +186,7 @@ class TrainingLoop:
 
     def _sync_buffers(self) -> None:
         """Average float buffers (batch-norm statistics) so every replica evaluates alike."""
-        if self.ctx.world_size == 1:
-            return
-        for buffer in self.model.buffers():
+        for buffer in self.model.buffers() if self.ctx.world_size > 1 else ():
             if buffer.is_floating_point():
                 self.comm.all_reduce(buffer.data, op="mean")
 

@@ -106,7 +106,6 @@ class FullGraphMode:
         loss = F.cross_entropy(logits[train], self.data.y[train], reduction="sum") / count
         yield loss, len(train), count
         self.timers.add("epoch", time.perf_counter() - start)
-        self.stats["train_correct"] = (logits[train].argmax(-1) == self.data.y[train]).sum().item()
 
     def reassign_if_due(self, epoch: int) -> dict:
         """Adaptive mode: re-solve the bit-widths every `assign_every` epochs from the

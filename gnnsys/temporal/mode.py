@@ -198,8 +198,7 @@ class TemporalMode:
         self.store.load_state(state["memory"])
 
     def describe(self) -> dict:
-        return {"rank": self.ctx.rank, "owned_vertices": int(len(self.store.owned)),
-                "exchange": self.config.temporal.exchange}
+        return {"rank": self.ctx.rank, "owned_vertices": int(len(self.store.owned))}
 
     def close(self) -> None:
         pass
