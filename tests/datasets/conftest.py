@@ -4,6 +4,7 @@ from pathlib import Path
 import pytest
 
 from gnnsys.datasets import bundles
+from gnnsys.testing import shared_data_dir
 
 
 @pytest.fixture
@@ -22,10 +23,6 @@ def no_bundles(monkeypatch, tmp_path):
     monkeypatch.setattr(bundles, "CHECKOUT_SHARED_DATA", tmp_path / "no-shared-data")
 
 
-def shared_data_dir() -> Path | None:
-    candidates = [bundles.CHECKOUT_SHARED_DATA, Path("/work/shared/data")]
-    return next((p for p in candidates if (p / "MANIFEST.md").is_file()), None)
-
-
+__all__ = ["needs_shared_data", "shared_data_dir"]
 needs_shared_data = pytest.mark.skipif(shared_data_dir() is None,
                                        reason="shared/data bundles are not present")
