@@ -1,18 +1,16 @@
-"""OGB node-property datasets (ogbn-arxiv, ogbn-products, ogbn-papers100M) via `ogb`.
+"""OGB node-property datasets (ogbn-arxiv, ogbn-products, ogbn-papers100M).
 
 Files use ogb's standard layout under <data root>/ogb/<ogbn_name>/ (RELEASE_v1.txt, raw/,
-split/<kind>/). ogb downloads when raw files are missing and *prompts on stdin* when the
-RELEASE file is missing, so both are checked first and a missing one raises DatasetError.
-The first load converts to a gnnsys Graph saved in <dataset dir>/gnnsys/, which later
+split/<kind>/); a missing one raises DatasetError naming it (nothing is downloaded). Only
+the raw csv.gz / npz files are read, with pandas / numpy (no pickle); the ogb package
+supplies just its metadata table (master.csv). The first load converts to a gnnsys Graph saved in <dataset dir>/gnnsys/, which later
 loads memory-map (ogbn-products' features alone are ~1 GB).
 """
 from __future__ import annotations
 
-import contextlib
 import csv
 import importlib.util
-import os
-import warnings
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -39,9 +37,6 @@ def required_files(entry: dict) -> list[str]:
     else:
         files += ["raw/edge.csv.gz", "raw/num-node-list.csv.gz", "raw/num-edge-list.csv.gz",
                   "raw/node-feat.csv.gz", "raw/node-label.csv.gz"]
-        extra = meta["additional node files"]
-        if extra != "None":
-            files += [f"raw/{f}.csv.gz" for f in extra.split(",")]
     files += [f"split/{meta['split']}/{part}.csv.gz" for part in ("train", "valid", "test")]
     return files
 
@@ -89,21 +84,56 @@ def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None
 
 
 def _build(name: str, entry: dict, root: Path) -> Graph:
-    from ogb.nodeproppred import NodePropPredDataset
-
-    # The official zips ship an empty processed/ folder and ogb writes its parse there
-    # without creating it; hand-assembled directories often lack it.
-    (dataset_dir(entry, root) / "processed").mkdir(exist_ok=True)
-    # ogb caches its own parse with torch.save of numpy arrays; torch >= 2.6 refuses to
-    # torch.load that by default (weights_only). The file is ogb's own, written locally.
-    with _allow_full_torch_load():
-        dataset = NodePropPredDataset(entry["ogb_name"], root=str(root / "ogb"))
-        graph_dict, labels = dataset[0]
-        split_idx = dataset.get_idx_split()
-    return ogb_to_graph(graph_dict, labels, split_idx, name=name,
-                        num_classes=dataset.num_classes,
+    # The raw files are read directly, never through ogb's NodePropPredDataset: it would
+    # torch.load (unpickle) processed/data_processed and split_dict.pt, and a pickle in a
+    # directory a config names can run any code.
+    meta = _master_row(entry["ogb_name"])
+    directory = dataset_dir(entry, root)
+    raw = directory / "raw"
+    if meta["binary"] == "True":
+        data = _read_npz(raw / "data.npz", ("edge_index", "num_nodes_list"))
+        edge_index, num_nodes = data["edge_index"], int(data["num_nodes_list"][0])
+        features = data.get("node_feat")
+        labels = _read_npz(raw / "node-label.npz", ("node_label",))["node_label"]
+    else:
+        edge_index = _read_csv(raw / "edge.csv.gz").T.astype(np.int64)
+        num_nodes = int(_read_csv(raw / "num-node-list.csv.gz")[0, 0])
+        features = (_read_csv(raw / "node-feat.csv.gz")
+                    if meta["has_node_attr"] == "True" else None)
+        labels = _read_csv(raw / "node-label.csv.gz")
+    if meta["add_inverse_edge"] == "True":          # as ogb does for products
+        edge_index = np.concatenate([edge_index, edge_index[::-1]], axis=1)
+    split_dir = directory / "split" / meta["split"]
+    split_idx = {part: _read_csv(split_dir / f"{part}.csv.gz")[:, 0].astype(np.int64)
+                 for part in ("train", "valid", "test")}
+    return ogb_to_graph({"edge_index": edge_index, "num_nodes": num_nodes,
+                         "node_feat": features}, labels, split_idx, name=name,
+                        num_classes=int(meta["num classes"]),
                         symmetrize=bool(entry.get("symmetrize", False)),
                         metric=entry.get("metric", "accuracy"))
+
+
+def _read_csv(path: Path) -> np.ndarray:
+    import pandas as pd
+    try:
+        return pd.read_csv(path, compression="gzip", header=None).values
+    except (OSError, EOFError, ValueError) as err:    # bad gzip, truncated, not a table
+        raise DatasetError(f"{path} is not a readable gzip'd csv ({type(err).__name__}: "
+                           f"{err}); re-extract it from the OGB zip") from None
+
+
+def _read_npz(path: Path, keys: tuple) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {key: data[key] for key in data.files}
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        raise DatasetError(f"{path} is not a readable .npz ({type(err).__name__}: {err}); "
+                           "re-extract it from the OGB zip") from None
+    missing = [key for key in keys if key not in arrays]
+    if missing:
+        raise DatasetError(f"{path} lacks the array(s) {', '.join(missing)}; "
+                           "re-extract it from the OGB zip")
+    return arrays
 
 
 def ogb_to_graph(graph_dict: dict, labels: np.ndarray, split_idx: dict, name: str,
@@ -131,22 +161,6 @@ def ogb_to_graph(graph_dict: dict, labels: np.ndarray, split_idx: dict, name: st
                  num_classes=int(num_classes), name=name, metric=metric,
                  meta={"source": "ogb", "symmetrized": symmetrize,
                        "split_kind": "standard"})
-
-
-@contextlib.contextmanager
-def _allow_full_torch_load():
-    key = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
-    previous = os.environ.get(key)
-    os.environ[key] = "1"
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD")
-            yield
-    finally:
-        if previous is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = previous
 
 
 def locate(name: str, entry: dict, root: Path):

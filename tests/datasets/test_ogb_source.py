@@ -1,11 +1,11 @@
 """OGB loader, end to end on a tiny fake ogbn-arxiv in ogb's raw csv.gz layout."""
 import gzip
-import shutil
 
 import numpy as np
 import pytest
 
 from gnnsys.datasets import load_dataset
+from gnnsys.datasets.errors import DatasetError
 from gnnsys.datasets.ogb_source import ogb_to_graph
 
 
@@ -47,11 +47,45 @@ def test_ogb_arxiv_loads_symmetrized_and_is_cached(data_dir):
     src, dst = g.edge_index()
     assert sorted(zip(src.tolist(), dst.tolist())) == sorted(expected)
     assert (directory / "gnnsys" / "meta.json").is_file()
-    # ogb's own processed file is a torch pickle of numpy arrays: reading it back must work
-    # too (torch >= 2.6 refuses it by default), so drop our cache and load again.
-    shutil.rmtree(directory / "gnnsys")
-    again = load_dataset("ogbn-arxiv", root=data_dir)
-    np.testing.assert_array_equal(again.indices, g.indices)
+
+
+class PlantMarker:
+    """Unpickling this creates `path`: proof that a loader ran code from a data file."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_ogb_never_unpickles_planted_processed_files(data_dir, tmp_path):
+    """ogb's NodePropPredDataset would torch.load processed/data_processed and
+    split/<kind>/split_dict.pt; the loader reads the raw files only."""
+    pytest.importorskip("ogb", reason="loading OGB data needs the ogb extra")
+    import torch
+    directory = data_dir / "ogb" / "ogbn_arxiv"
+    edges, labels = write_fake_arxiv(directory)
+    marker = tmp_path / "pwned"
+    (directory / "processed").mkdir()
+    for planted in (directory / "processed" / "data_processed",
+                    directory / "split" / "time" / "split_dict.pt"):
+        torch.save({"graph": PlantMarker(marker), "labels": PlantMarker(marker)}, planted)
+    g = load_dataset("ogbn-arxiv", root=data_dir)
+    assert not marker.exists()
+    np.testing.assert_array_equal(g.y, labels)
+    assert (len(g.train_idx), len(g.val_idx), len(g.test_idx)) == (30, 10, 10)
+
+
+def test_ogb_corrupt_raw_file_is_one_line_naming_it(data_dir):
+    pytest.importorskip("ogb", reason="loading OGB data needs the ogb extra")
+    directory = data_dir / "ogb" / "ogbn_arxiv"
+    write_fake_arxiv(directory)
+    bad = directory / "raw" / "node-label.csv.gz"
+    bad.write_bytes(bad.read_bytes()[:12])            # truncated gzip
+    with pytest.raises(DatasetError) as err:
+        load_dataset("ogbn-arxiv", root=data_dir)
+    assert str(bad) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_ogb_to_graph_maps_nan_labels_to_unlabelled():
