@@ -244,6 +244,32 @@ def _get(cfg, dotted: str):
     return cfg
 
 
+_RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
+          "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
+          "in [0, 1)": lambda v: 0 <= v < 1}
+# The allowed range of every numeric key (null, where a key allows it, is always fine);
+# tests/test_config.py checks that no numeric field is missing here.
+RANGES = {
+    "dataset.split": ">= 0", "model.hidden": ">= 1", "model.layers": ">= 1",
+    "model.dropout": "in [0, 1)", "model.heads": ">= 1",
+    "sampler.batch_size": ">= 1", "sampler.eval_batch_size": ">= 1", "sampler.threads": ">= 1",
+    "sampler.prefetch": ">= 0", "train.epochs": ">= 1", "train.lr": "> 0",
+    "train.weight_decay": ">= 0", "train.seed": ">= 0", "train.eval_every": ">= 1",
+    "run.checkpoint_every": ">= 0", "cluster.workers": ">= 1", "cluster.cpus_per_worker": ">= 1",
+    "cluster.gpus_per_worker": ">= 0", "cluster.timeout_s": "> 0",
+    "cluster.start_timeout_s": "> 0", "cluster.max_failures": ">= 0",
+    "partition.num_parts": ">= 1", "partition.seed": ">= 0",
+    "cache.replication": "in [0, 1]", "cache.device_fraction": "in [0, 1]",
+    "temporal.memory_dim": ">= 1", "temporal.time_dim": ">= 1", "temporal.embedding_dim": ">= 1",
+    "temporal.num_neighbors": ">= 1", "temporal.edge_feat_dim": ">= 0",
+    "temporal.mailbox_size": ">= 0", "temporal.eval_negatives": ">= 1",
+    "fullgraph.quantization.assign_every": ">= 1", "fullgraph.quantization.group_size": ">= 1",
+    "fullgraph.quantization.lam": "in [0, 1]",
+    "fullgraph.quantization.solver_time_limit_s": "> 0",
+    "fullgraph.quantization.profile_points": ">= 2",    # the alpha-beta fit needs a line
+}
+
+
 def validate(cfg: Config) -> Config:
     """Cross-field checks; raises ConfigError naming the key and the allowed values."""
     for key, values, why in _choices(cfg.mode):        # mode first: the rest depend on it
@@ -251,6 +277,10 @@ def validate(cfg: Config) -> Config:
         if value not in values:
             raise ConfigError(f"config key '{key}' is {value!r}{why}: "
                               f"{', '.join(map(str, values))}")
+    for key, rule in RANGES.items():
+        value = _get(cfg, key)
+        if value is not None and not _RULES[rule](value):
+            raise ConfigError(f"config key '{key}' must be {rule}, got {value}")
     s = cfg.sampler
     if not s.fanouts or any((not isinstance(f, int)) or isinstance(f, bool) or f == 0 or f < -1
                             for f in s.fanouts):
@@ -259,24 +289,6 @@ def validate(cfg: Config) -> Config:
     if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
         raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
                           f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")
-    positive = {"sampler.batch_size": s.batch_size, "sampler.eval_batch_size": s.eval_batch_size,
-                "model.hidden": cfg.model.hidden, "model.layers": cfg.model.layers,
-                "model.heads": cfg.model.heads, "cluster.workers": cfg.cluster.workers,
-                "train.epochs": cfg.train.epochs, "train.eval_every": cfg.train.eval_every}
-    for key, value in positive.items():
-        if value < 1:
-            raise ConfigError(f"config key '{key}' must be >= 1, got {value}")
-    if cfg.train.lr <= 0:
-        raise ConfigError(f"config key 'train.lr' must be > 0, got {cfg.train.lr}")
-    if not 0.0 <= cfg.model.dropout < 1.0:
-        raise ConfigError(f"config key 'model.dropout' must be in [0, 1), got {cfg.model.dropout}")
-    if s.threads is not None and s.threads < 1:
-        raise ConfigError(f"config key 'sampler.threads' must be >= 1 or null, got {s.threads}")
-    if s.prefetch < 0:
-        raise ConfigError(f"config key 'sampler.prefetch' must be >= 0, got {s.prefetch}")
-    if cfg.cache.replication < 0:
-        raise ConfigError(f"config key 'cache.replication' must be >= 0, "
-                          f"got {cfg.cache.replication}")
     from .fullgraph.quantize import SUPPORTED_BITS
     bits = cfg.fullgraph.quantization.bits
     if not bits or any(b not in SUPPORTED_BITS for b in bits):
@@ -286,14 +298,20 @@ def validate(cfg: Config) -> Config:
 
 
 def _apply_override(data: dict, item: str):
-    if "=" not in item:
-        raise ConfigError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
-    key, raw = item.split("=", 1)
-    value = yaml.safe_load(raw)
-    node = data
+    key, equals, raw = item.partition("=")
     parts = key.strip().split(".")
+    if not equals or not all(parts):
+        raise ConfigError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError:
+        raise ConfigError(f"override '{item}': the value is not valid YAML; quote strings, "
+                          "close brackets, e.g. sampler.fanouts=[5,5]") from None
+    node = data
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise ConfigError(f"override '{item}': '{part}' is not a section")
     node[parts[-1]] = value
@@ -311,12 +329,13 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
     data = {}
     if path is not None:
         path = Path(path)
-        if not path.exists():
-            raise ConfigError(f"config file {path} does not exist")
+        if not path.is_file():
+            what = "is a directory" if path.is_dir() else "does not exist"
+            raise ConfigError(f"config file {path} {what}; pass the path of a YAML file")
         try:
             data = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path} is not valid YAML: {err}") from None
+        except (yaml.YAMLError, UnicodeDecodeError) as err:
+            raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     try:

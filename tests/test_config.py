@@ -133,3 +133,67 @@ def test_norm_is_one_knob_and_fullgraph_refuses_batch_norm(mode, norm):
                                   "supports: none, layer")
         return
     assert from_dict(data).model.norm == norm
+
+
+@pytest.mark.parametrize("key, value", [
+    ("fullgraph.quantization.assign_every", 0), ("fullgraph.quantization.group_size", 0),
+    ("fullgraph.quantization.profile_points", 0), ("train.weight_decay", -0.1),
+    ("cache.replication", 1.5), ("cache.device_fraction", 1.2),
+    ("cache.device_fraction", -0.1), ("run.checkpoint_every", -1),
+])
+def test_out_of_range_values_from_the_issue_are_refused(key, value):
+    with pytest.raises(ConfigError, match=f"'{key}' must be"):
+        from_dict({}, overrides=[f"{key}={value}"])
+
+
+def numeric_keys(cls=Config, prefix=""):
+    """Every int / float field of the config dataclasses (Optional ones included)."""
+    import dataclasses
+    import typing
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint, key = hints[f.name], prefix + f.name
+        if dataclasses.is_dataclass(hint):
+            yield from numeric_keys(hint, key + ".")
+        elif {int, float} & set(typing.get_args(hint) or (hint,)):
+            yield key
+
+
+def test_every_numeric_key_has_a_range():
+    from gnnsys.config import RANGES
+    fixed_sets = {"fullgraph.quantization.uniform_bits"}      # checked as a choice
+    missing = set(numeric_keys()) - set(RANGES) - fixed_sets
+    assert not missing, f"numeric config keys without a range check: {sorted(missing)}"
+
+
+# a value just outside each kind of range
+JUST_OUTSIDE = {">= 0": -1, ">= 1": 0, ">= 2": 1, "> 0": 0, "in [0, 1]": 1.5, "in [0, 1)": 1.0}
+
+
+@pytest.mark.parametrize("key", sorted(set(numeric_keys()) - {"fullgraph.quantization.uniform_bits"}))
+def test_each_range_is_enforced(key):
+    from gnnsys.config import RANGES
+    bad = JUST_OUTSIDE[RANGES[key]]
+    with pytest.raises(ConfigError) as err:
+        from_dict({}, overrides=[f"{key}={bad}"])
+    assert f"'{key}'" in str(err.value)
+
+
+def test_a_directory_or_binary_config_is_one_clear_line(tmp_path):
+    with pytest.raises(ConfigError, match="is a directory; pass the path of a YAML file"):
+        load_config(tmp_path)
+    binary = tmp_path / "run.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(binary)
+
+
+@pytest.mark.parametrize("item, words", [
+    ("=3", "must look like key.sub=value"), ("train..epochs=3", "must look like"),
+    ("train.epochs", "must look like"), ("sampler.fanouts=[5,", "not valid YAML"),
+    ("train.epochs.x=3", "'epochs' is not a section"),
+])
+def test_malformed_overrides_are_one_line(item, words):
+    with pytest.raises(ConfigError) as err:
+        from_dict({"train": {"epochs": 2}}, overrides=[item])
+    assert words in str(err.value) and "\n" not in str(err.value)
