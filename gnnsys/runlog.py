@@ -6,18 +6,28 @@ fault recovery read one format:
     run_dir/config.yaml         the validated config of the run
     run_dir/metrics.jsonl       one JSON object per line: {"epoch": 3, "loss": ..., ...}
     run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
+    run_dir/.lock               held (flock) by the one run using the directory
+
+Checkpoints hold tensors and plain data only and are loaded weights-only (no pickle);
+metrics lines are written in one write each, non-finite numbers as null.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
+import math
 import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 import yaml
+
+from partition.format import remove_dead_temps, temp_prefix
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
@@ -26,7 +36,7 @@ METRICS = "metrics.jsonl"
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -44,8 +54,40 @@ class RunDir:
     def __init__(self, path: str | os.PathLike, writer: bool = True):
         self.path = Path(path)
         self.writer = writer
+        self._lock = None
         if writer:
             self.path.mkdir(parents=True, exist_ok=True)
+
+    def lock(self, wait_s: float = 0.0) -> None:
+        """Own the directory for this run: a second run on it fails (after `wait_s`, e.g.
+        while a killed worker's process goes away; the lock is the OS's, so a dead run
+        holds it no longer); temp files of killed writes go."""
+        if not self.writer:
+            return
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+                os.close(fd)
+                raise RuntimeError(f"run directory {self.path} is in use by another run (pid "
+                                   f"{owner}); wait for it to finish or set another run.dir") \
+                    from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._lock = fd
+        remove_dead_temps(self.path)
+
+    def unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)               # closing releases the flock
+            self._lock = None
 
     def start(self, resume: bool) -> None:
         """A fresh run (resume=False) in a used directory moves the old metrics and
@@ -70,10 +112,13 @@ class RunDir:
         """Append one metrics record (a line of JSON); values must be JSON-serialisable."""
         if not self.writer:
             return
-        record = {"time": round(time.time(), 3), **record}
-        with open(self.path / METRICS, "a") as f:
-            f.write(json.dumps(record, default=_jsonable) + "\n")
-            f.flush()
+        line = json.dumps(_finite({"time": round(time.time(), 3), **record}), allow_nan=False,
+                          default=_jsonable) + "\n"
+        fd = os.open(self.path / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())        # one append: a crash leaves no torn record
+        finally:
+            os.close(fd)
 
     def read_metrics(self) -> list[dict]:
         return read_metrics(self.path)
@@ -113,13 +158,24 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     if not file.exists():
         return []
     records = []
-    for n, line in enumerate(file.read_text().splitlines(), 1):
+    for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
         if line.strip():
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError:
-                raise ValueError(f"{file}:{n} is not valid JSON") from None
+            except json.JSONDecodeError:      # torn by a crash or a full disk: skip, say so
+                logging.getLogger(__name__).warning("%s:%d is not valid JSON; skipped", file, n)
     return records
+
+
+def _finite(value):
+    """NaN and infinities as null (JSON has no such numbers)."""
+    if isinstance(value, (float, np.floating)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _jsonable(value):

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import importlib
+import math
 import os
 import threading
 import time
@@ -61,8 +62,17 @@ class TrainingLoop:
         self.ctx, self.config = ctx, config
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
-        if ctx.attempt == 0:
-            self.run_dir.start(config.run.resume)
+        self.run_dir.lock(wait_s=0 if ctx.attempt == 0 else 60)   # a killed rank 0 lets go
+        try:
+            if ctx.attempt == 0:
+                self.run_dir.start(config.run.resume)
+            self._setup(prepared)
+        except BaseException:
+            self.run_dir.unlock()
+            raise
+
+    def _setup(self, prepared) -> None:
+        ctx, config = self.ctx, self.config
         self.mode = plugin_class(config.mode)(ctx, config, *prepared)
         with _SEEDING:       # ranks may be threads of one process, and seeding is global
             torch.manual_seed(config.train.seed)
@@ -98,6 +108,7 @@ class TrainingLoop:
             return self._final()
         finally:
             self.mode.close()
+            self.run_dir.unlock()
 
     def _epoch(self, epoch: int) -> dict:
         config = self.config
@@ -148,6 +159,13 @@ class TrainingLoop:
         self._sync_buffers()
         record = {"epoch": epoch, "epoch_s": time.perf_counter() - start}
         record.update(self._epoch_traffic(loss_sum, examples, sync_s))
+        weights_ok = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        if not (math.isfinite(record["loss"]) and weights_ok):   # the same on every rank
+            what = "loss" if weights_ok else "model weights"
+            raise FloatingPointError(
+                f"the training {what} became non-finite in epoch {epoch}; stopped without "
+                f"saving this epoch (the last good checkpoint in {self.config.run.dir} is kept); "
+                "lower train.lr or check the input features")
         return record
 
     def _final(self) -> dict:
@@ -203,8 +221,7 @@ class TrainingLoop:
         state = {"epoch": self.epoch, "best_val": self.best_val, "best_epoch": self.best_epoch,
                  "best": self.best, "best_eval": self.best_eval, "current": self._snapshot(),
                  "optimizer": self.optimizer.state_dict(),
-                 "rng": self.comm.all_gather_object(_rng_state()),
-                 "mode": self.config.mode, "arch": self.config.model.arch}
+                 "rng": self.comm.all_gather_object(_rng_state()), "config": self.config.to_dict()}
         self.run_dir.save_checkpoint(state)
 
     def _resume(self) -> None:
@@ -221,14 +238,11 @@ class TrainingLoop:
                     f"run.resume is set but {self.run_dir.path} holds no checkpoint; drop "
                     "--resume (run.resume) to start a new run there")
             return                             # recovering before the first checkpoint
-        for key in ("mode", "arch"):
-            want = self.config.mode if key == "mode" else self.config.model.arch
-            if state.get(key) != want:
-                raise ValueError(f"the checkpoint in {self.run_dir.path} is for {key} "
-                                 f"{state.get(key)!r}, not {want!r}; use another run.dir or "
-                                 "drop --resume")
+        changed = resume_changes(state.get("config"), self.config.to_dict(), self.run_dir.path)
         self._restore(state["current"])
         self.optimizer.load_state_dict(state["optimizer"])
+        for group in self.optimizer.param_groups:      # a changed lr / weight decay applies
+            group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)
         self.epoch, self.best_val = int(state["epoch"]), float(state["best_val"])
         self.best_epoch, self.best = int(state["best_epoch"]), state["best"]
         self.best_eval = state["best_eval"]
@@ -237,7 +251,11 @@ class TrainingLoop:
             _set_rng_state(rng[self.ctx.rank])
         self.run_dir.truncate_metrics_after(self.epoch)
         self.run_dir.log({"event": "resume", "from_epoch": self.epoch + 1,
-                          "attempt": self.ctx.attempt})
+                          "attempt": self.ctx.attempt, "changed": changed})
+        if self.epoch + 1 >= self.config.train.epochs and self.show:
+            print(f"{self.run_dir.path}: all {self.epoch + 1} epochs are done; nothing to "
+                  "train (raise train.epochs to continue), testing the selected model",
+                  flush=True)
 
     def _fail_here(self, epoch: int) -> bool:
         """The fault-test hook cluster.fail_at = "RANK:EPOCH" (first attempt only)."""
@@ -255,6 +273,38 @@ class TrainingLoop:
         if self.key in record:
             parts.append(f"{self.key} {record[self.key]:.4f}")
         print(", ".join(parts), flush=True)
+
+
+# Settings a resumed run may change (applied and logged); any other change is refused:
+# the checkpoint's model, data and partitions were made with the old values.
+RESUMABLE = ("train.epochs", "train.lr", "train.weight_decay", "train.eval_every",
+             "train.progress", "run.", "cluster.", "sampler.prefetch", "sampler.threads",
+             "sampler.eval_batch_size", "sampler.device", "fullgraph.overlap", "dataset.root",
+             "partition.dir")
+
+
+def resume_changes(old: dict, new: dict, where) -> dict:
+    """{key: [old, new]} of the changed settings; one clear error if one may not change."""
+    if not old:                                # a checkpoint that does not record its config
+        return {}
+    changed = {k: [a, b] for k, (a, b) in _pairs(old, new).items() if a != b}
+    frozen = [k for k in changed if not k.startswith(RESUMABLE)]
+    if frozen:
+        raise ValueError(f"cannot resume the run in {where} with changed " + ", ".join(
+            f"{k} ({changed[k][0]!r} -> {changed[k][1]!r})" for k in frozen)
+            + "; restore them, or start a new run (another run.dir, or drop --resume)")
+    return {k: v for k, v in changed.items() if k != "run.resume"}
+
+
+def _pairs(old: dict, new: dict, prefix: str = "") -> dict:
+    out = {}
+    for key in dict.fromkeys([*old, *new]):
+        a, b = old.get(key), new.get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.update(_pairs(a, b, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = (a, b)
+    return out
 
 
 def combine_ranks(ranks: list[dict]) -> dict:

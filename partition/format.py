@@ -69,12 +69,39 @@ class PartitionBook:
         return int(self.offsets[part + 1] - self.offsets[part])
 
 
+def temp_prefix(path: Path) -> str:
+    """Temporary siblings of `path` are named `.<name>.<pid>.<random>`: the pid tells
+    whether the writer still lives (see remove_dead_temps)."""
+    return f".{path.name}.{os.getpid()}."
+
+
+def remove_dead_temps(directory: Path) -> None:
+    """Delete the temporary files and directories that killed writers left in `directory`
+    (their pid no longer runs on this machine)."""
+    for entry in directory.glob(".*.*.*") if directory.is_dir() else ():
+        pid = entry.name.split(".")[-2]
+        if not pid.isdigit() or _alive(int(pid)):
+            continue
+        shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:          # another user's process: alive
+        pass
+    return True
+
+
 @contextlib.contextmanager
 def atomic_directory(path: Path):
     """Build a directory at a temporary sibling path, then swap it in for `path` in one
     rename; on any error the temporary is removed and an existing `path` is untouched."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    remove_dead_temps(path.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
     try:
         yield tmp
         if path.exists():

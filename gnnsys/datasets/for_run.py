@@ -24,13 +24,28 @@ def load_run_graph(config):
         if not temporal:
             raise ValueError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
                              "mode 'temporal' needs one, e.g. wikipedia or collegemsg")
+        check_finite(d.name, graph.edge_feat, "edge feature")
+        check_finite(d.name, graph.node_feat, "node feature")
         return graph
     if temporal:
         raise ValueError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
     if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
         raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
                          f"{config.mode} training needs all three")
+    check_finite(d.name, graph.x, "feature")
     return normalize_features(graph, d.normalize_features)
+
+
+def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
+    """Refuse NaN / infinite inputs at load: they would train to chance without a word."""
+    if rows is None:
+        return
+    bad = np.concatenate([~np.isfinite(np.asarray(rows[i:i + chunk])).reshape(
+        len(rows[i:i + chunk]), -1).all(1) for i in range(0, len(rows), chunk)] or [[]])
+    if bad.any():
+        raise ValueError(f"dataset '{name}': {int(bad.sum())} {what} rows hold NaN or "
+                         f"infinite values (first: row {int(np.flatnonzero(bad)[0])}); "
+                         "clean the data before training")
 
 
 def normalize_features(graph, how: str):

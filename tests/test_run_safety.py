@@ -1,0 +1,127 @@
+"""A run directory is safe (issue #11): no file runs code, one run owns a directory at a
+time, resume refuses what it cannot honour, a diverging run stops, no torn records."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from gnnsys.config import from_dict
+from gnnsys.runlog import RunDir, read_metrics
+from gnnsys.testing import tiny_graph
+from gnnsys.training import fit
+
+
+def _config(run_dir, **sections):
+    data = {"mode": "fullgraph", "model": {"arch": "gcn", "hidden": 8, "layers": 2},
+            "train": {"epochs": 2, "progress": False}, "run": {"dir": str(run_dir)}}
+    for key, value in sections.items():
+        data.setdefault(key, {}).update(value)
+    return from_dict(data)
+
+
+class _Payload:
+    """Unpickling this would create the marker file: a checkpoint must never run it."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.makedirs, (str(self.marker),))
+
+
+def test_a_crafted_checkpoint_runs_nothing_and_is_named(tmp_path):
+    run, marker = tmp_path / "run", tmp_path / "pwned"
+    run.mkdir()
+    torch.save({"epoch": 0, "evil": _Payload(marker)}, run / "checkpoint.pt")
+    with pytest.raises(RuntimeError, match=str(run / "checkpoint.pt")):
+        fit(_config(run, run={"resume": True}), tiny_graph(num_nodes=60))
+    assert not marker.exists()
+
+
+def test_one_run_owns_a_directory_at_a_time_and_a_dead_one_releases_it(tmp_path):
+    run = tmp_path / "run"
+    holder = subprocess.Popen(      # a process that takes the lock, then sleeps
+        [sys.executable, "-c", "import sys, time; from gnnsys.runlog import RunDir; "
+         f"RunDir({str(run)!r}).lock(); print('locked', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(RuntimeError, match=f"{run} is in use by another run \\(pid "
+                                               f"{holder.pid}\\)"):
+            fit(_config(run), tiny_graph(num_nodes=60))
+        assert not (run / "metrics.jsonl").exists()        # nothing of ours was written
+    finally:
+        holder.kill()
+        holder.wait()
+    fit(_config(run), tiny_graph(num_nodes=60))            # a dead run holds nothing
+
+
+def test_temp_files_of_killed_writes_are_removed_on_the_next_start(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    left = run / f".checkpoint.pt.{dead}.abc123"
+    left.write_bytes(b"half a checkpoint")
+    mine = run / f".checkpoint.pt.{os.getpid()}.xyz"       # a live writer's: kept
+    mine.write_bytes(b"being written")
+    fit(_config(run), tiny_graph(num_nodes=60))
+    assert not left.exists() and mine.exists()
+
+
+def test_resume_refuses_changed_model_and_applies_a_new_lr(tmp_path):
+    run, graph = tmp_path / "run", tiny_graph(num_nodes=80)
+    fit(_config(run), graph)
+    saved = (run / "config.yaml").read_text()
+    with pytest.raises(ValueError, match=r"changed model.hidden \(8 -> 16\)"):
+        fit(_config(run, model={"hidden": 16}, run={"resume": True}), graph)
+    assert (run / "config.yaml").read_text() == saved       # written only after the check
+    fit(_config(run, train={"epochs": 3, "lr": 0.05}, run={"resume": True}), graph)
+    resume = [r for r in read_metrics(run) if r.get("event") == "resume"][-1]
+    assert resume["changed"] == {"train.epochs": [2, 3], "train.lr": [0.003, 0.05]}
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert state["optimizer"]["param_groups"][0]["lr"] == 0.05
+
+
+def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path):
+    run, graph = tmp_path / "run", tiny_graph(num_nodes=80)
+    fit(_config(run), graph)
+    with pytest.raises(FloatingPointError, match="became non-finite in epoch .*kept") as err:
+        fit(_config(run, train={"epochs": 6, "lr": 1e30}, run={"resume": True}), graph)
+    bad = int(str(err.value).split("epoch ")[1].split(";")[0])
+    state = torch.load(run / "checkpoint.pt", weights_only=True)
+    assert state["epoch"] == bad - 1                        # the last finite epoch's
+    assert all(torch.isfinite(v).all() for v in state["current"]["model"].values())
+    assert max(r["epoch"] for r in read_metrics(run) if "loss" in r) == bad - 1
+
+
+def test_non_finite_numbers_are_logged_as_null_and_torn_lines_skipped(tmp_path, caplog):
+    run = RunDir(tmp_path)
+    run.log({"epoch": 0, "loss": float("nan"), "val": np.float32("inf"), "x": [1.0, -math.inf]})
+    with open(tmp_path / "metrics.jsonl", "a") as f:
+        f.write('{"epoch": 1, "loss": 0.')                  # a write cut short
+    records = read_metrics(tmp_path)
+    assert records[0]["loss"] is None and records[0]["val"] is None
+    assert records[0]["x"] == [1.0, None] and len(records) == 1
+    assert "metrics.jsonl:2 is not valid JSON; skipped" in caplog.text
+    json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[0])   # strict JSON
+
+
+def test_non_finite_features_are_refused_at_load(tmp_path, monkeypatch):
+    import dataclasses
+    from gnnsys.datasets import for_run
+    graph = tiny_graph(num_nodes=60)
+    x = graph.x.copy()
+    x[[7, 9], 2] = [np.nan, np.inf]
+    monkeypatch.setattr(for_run, "load_dataset",
+                        lambda *a, **k: dataclasses.replace(graph, x=x))
+    with pytest.raises(ValueError, match=r"'synthetic-small': 2 feature rows hold NaN or "
+                                         r"infinite values \(first: row 7\)"):
+        for_run.load_run_graph(_config(tmp_path))
