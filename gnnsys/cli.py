@@ -4,13 +4,21 @@
     gnnsys datasets [--root DIR]
     gnnsys partition --config run.yaml [--force] [--verify]
     gnnsys report RUN_DIR [--out DIR]
+
+A failure is one line on stderr (exit 2 for bad input); --debug or GNNSYS_DEBUG=1 adds
+the traceback.
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
+import os
+import signal
 import sys
+import threading
+import traceback
 
 from .config import ConfigError, load_config
 
@@ -61,10 +69,16 @@ def _report(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gnnsys", description=__doc__.splitlines()[0])
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of a failure (or set GNNSYS_DEBUG=1)")
+    parser = argparse.ArgumentParser(prog="gnnsys", description=__doc__.splitlines()[0],
+                                     parents=[common])
+    parser.set_defaults(debug=False)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    train = sub.add_parser("train", help="train a model as a YAML config describes")
+    train = sub.add_parser("train", parents=[common],
+                           help="train a model as a YAML config describes")
     train.add_argument("--config", "-c", required=True, help="path to the run's YAML config")
     train.add_argument("--resume", action="store_true",
                        help="continue from the last checkpoint in run.dir")
@@ -73,12 +87,14 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--json", action="store_true", help="also print the metrics as JSON")
     train.set_defaults(func=_train)
 
-    datasets = sub.add_parser("datasets", help="list registered datasets and which are local")
+    datasets = sub.add_parser("datasets", parents=[common],
+                              help="list registered datasets and which are local")
     datasets.add_argument("--root", help="data directory (default $GNNSYS_DATA or ~/.cache/gnnsys)")
     datasets.set_defaults(func=_datasets)
 
-    part = sub.add_parser("partition", help="split a config's dataset into on-disk parts "
-                                            "(done automatically by a distributed train)")
+    part = sub.add_parser("partition", parents=[common],
+                          help="split a config's dataset into on-disk parts "
+                               "(done automatically by a distributed train)")
     part.add_argument("--config", "-c", required=True, help="path to the run's YAML config")
     part.add_argument("--set", "-s", action="append", metavar="KEY=VALUE",
                       help="override a config value, e.g. --set partition.method=stream")
@@ -87,27 +103,59 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also check every file's sha256 against the manifest")
     part.set_defaults(func=_partition)
 
-    report = sub.add_parser("report", help="draw PNG charts of a run's metrics")
+    report = sub.add_parser("report", parents=[common], help="draw PNG charts of a run's metrics")
     report.add_argument("run_dir", help="the run directory (run.dir of its config)")
     report.add_argument("--out", help="where to write the PNGs (default: the run directory)")
     report.set_defaults(func=_report)
     return parser
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so the same cleanup runs (workers stopped, lock freed)."""
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def explain(err: BaseException) -> tuple[int, str]:
+    """(exit code, one line) for a failure: 2 for bad input (config, dataset files, paths)."""
+    from .datasets.errors import DatasetError
+    from .distributed.launcher import WorkerFailure
+    text = " ".join(str(err).split())
+    if isinstance(err, Terminated):
+        return 143, "terminated (SIGTERM); a train run continues with --resume"
+    if isinstance(err, KeyboardInterrupt):
+        return 130, "interrupted; a train run continues with --resume"
+    if isinstance(err, ConfigError):
+        return 2, f"config error: {text}"
+    if isinstance(err, DatasetError):
+        return 2, f"dataset error: {text}"
+    if isinstance(err, WorkerFailure):
+        return 1, f"training failed: {text}"
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return 1, (f"no space left on the device holding {err.filename or 'a file being written'}"
+                   "; free space (or point run.dir / $GNNSYS_DATA elsewhere) and --resume")
+    if isinstance(err, OSError) and err.filename:
+        return 2, f"{err.filename}: {err.strerror or text}"
+    return 1, (f"{type(err).__name__}: {text} (run with --debug or GNNSYS_DEBUG=1 "
+               "for the traceback)")
+
+
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get("GNNSYS_DEBUG", "") not in ("", "0")
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
-    except ConfigError as err:
-        print(f"gnnsys: config error: {err}", file=sys.stderr)
-        return 2
-    except (FileNotFoundError, ValueError) as err:
-        print(f"gnnsys: error: {err}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("gnnsys: interrupted", file=sys.stderr)
-        return 130
+    except (Exception, KeyboardInterrupt) as err:
+        if debug:
+            traceback.print_exc()
+        code, line = explain(err)
+        print(f"gnnsys: {line}", file=sys.stderr)
+        return code
 
 
 if __name__ == "__main__":

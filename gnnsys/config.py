@@ -286,6 +286,11 @@ def validate(cfg: Config) -> Config:
                             for f in s.fanouts):
         raise ConfigError(f"config key 'sampler.fanouts' is {s.fanouts!r}; use a list of "
                           "positive integers (or -1 for all neighbours), e.g. [15, 10]")
+    if s.device == "cuda" and cfg.cluster.workers == 1:    # it runs here: know it now
+        import torch
+        if not torch.cuda.is_available():
+            raise ConfigError("config key 'sampler.device' is 'cuda' but no CUDA GPU is "
+                              "visible; use 'auto' or 'cpu'")
     if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
         raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
                           f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")

@@ -1,5 +1,31 @@
-"""The one exception every dataset loader raises for a dataset that cannot be loaded."""
+"""The one exception every dataset loader raises for a dataset that cannot be loaded, and
+the one way loaders read an .npz (no pickle; a corrupt file or missing array names the file)."""
+import zipfile
+
+import numpy as np
 
 
 class DatasetError(ValueError):
     """Unknown dataset name, missing files or a bad split/params; the message says the fix."""
+
+
+class NpzArrays(dict):
+    """An .npz file's arrays; a missing one is a DatasetError naming the file, not a KeyError."""
+
+    def __init__(self, path, arrays, fix: str):
+        super().__init__(arrays)
+        self.path, self.fix = path, fix
+
+    def __missing__(self, key):
+        raise DatasetError(f"{self.path} has no array '{key}'; {self.fix}")
+
+
+def read_npz(path, fix: str) -> NpzArrays:
+    """All arrays of `path`; `fix` says what to do about a bad file (e.g. copy it again)."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return NpzArrays(path, {key: data[key] for key in data.files}, fix)
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
+        reason = " ".join(str(err).split())
+        raise DatasetError(f"{path} is not a readable .npz ({type(err).__name__}: "
+                           f"{reason}); {fix}") from None

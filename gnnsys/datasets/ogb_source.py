@@ -3,25 +3,25 @@
 Files use ogb's standard layout under <data root>/ogb/<ogbn_name>/ (RELEASE_v1.txt, raw/,
 split/<kind>/); a missing one raises DatasetError naming it (nothing is downloaded). Only
 the raw csv.gz / npz files are read, with pandas / numpy (no pickle); the ogb package
-supplies just its metadata table (master.csv). The first load converts to a gnnsys Graph saved in <dataset dir>/gnnsys/, which later
-loads memory-map (ogbn-products' features alone are ~1 GB).
+supplies just its metadata table (master.csv). The first load converts to a gnnsys Graph
+saved in <dataset dir>/gnnsys/, which later loads memory-map (ogbn-products' features alone are ~1 GB).
 """
 from __future__ import annotations
 
 import csv
 import importlib.util
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 from gnnsys.datasets.cache import is_cached, load_or_build
 from gnnsys.datasets.edges import symmetric_csr
-from gnnsys.datasets.errors import DatasetError
+from gnnsys.datasets.errors import DatasetError, read_npz
 from gnnsys.graph import Graph, csr_from_edges
 
 OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred/{}.zip"
 CONVERTED_DIR = "gnnsys"
+REEXTRACT = "extract it again from the OGB zip"
 
 
 def dataset_dir(entry: dict, root: Path) -> Path:
@@ -91,10 +91,10 @@ def _build(name: str, entry: dict, root: Path) -> Graph:
     directory = dataset_dir(entry, root)
     raw = directory / "raw"
     if meta["binary"] == "True":
-        data = _read_npz(raw / "data.npz", ("edge_index", "num_nodes_list"))
+        data = read_npz(raw / "data.npz", REEXTRACT)
         edge_index, num_nodes = data["edge_index"], int(data["num_nodes_list"][0])
         features = data.get("node_feat")
-        labels = _read_npz(raw / "node-label.npz", ("node_label",))["node_label"]
+        labels = read_npz(raw / "node-label.npz", REEXTRACT)["node_label"]
     else:
         edge_index = _read_csv(raw / "edge.csv.gz").T.astype(np.int64)
         num_nodes = int(_read_csv(raw / "num-node-list.csv.gz")[0, 0])
@@ -119,21 +119,7 @@ def _read_csv(path: Path) -> np.ndarray:
         return pd.read_csv(path, compression="gzip", header=None).values
     except (OSError, EOFError, ValueError) as err:    # bad gzip, truncated, not a table
         raise DatasetError(f"{path} is not a readable gzip'd csv ({type(err).__name__}: "
-                           f"{err}); re-extract it from the OGB zip") from None
-
-
-def _read_npz(path: Path, keys: tuple) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as data:
-            arrays = {key: data[key] for key in data.files}
-    except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:
-        raise DatasetError(f"{path} is not a readable .npz ({type(err).__name__}: {err}); "
-                           "re-extract it from the OGB zip") from None
-    missing = [key for key in keys if key not in arrays]
-    if missing:
-        raise DatasetError(f"{path} lacks the array(s) {', '.join(missing)}; "
-                           "re-extract it from the OGB zip")
-    return arrays
+                           f"{' '.join(str(err).split())}); {REEXTRACT}") from None
 
 
 def ogb_to_graph(graph_dict: dict, labels: np.ndarray, split_idx: dict, name: str,

@@ -14,15 +14,19 @@ process-group timeout (`cluster.timeout_s`).
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import logging
 import os
+import signal
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 
+from ..config import ConfigError
 from .comm import Communicator
 
 log = logging.getLogger(__name__)
@@ -68,8 +72,8 @@ def _pick_device(config, rank: int) -> torch.device:
     want = config.sampler.device
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise RuntimeError("sampler.device is 'cuda' but no CUDA GPU is visible; "
-                               "use 'auto' or 'cpu'")
+            raise ConfigError("sampler.device is 'cuda' but no CUDA GPU is visible to worker "
+                              f"{rank}; use 'auto' or 'cpu'")
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
 
@@ -90,7 +94,7 @@ class _Worker:
     def address(self) -> tuple[str, int]:
         ip = _node_ip()
         with socket.socket() as s:
-            s.bind(("", 0))
+            s.bind((ip, 0))
             port = s.getsockname()[1]
         return ip, port
 
@@ -98,6 +102,10 @@ class _Worker:
         import torch.distributed as dist
         self.device = _pick_device(config, self.rank)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
+        if ipaddress.ip_address(master[0]).is_loopback:     # a local cluster: gloo on lo too
+            loopback = [n for _, n in socket.if_nameindex() if n.startswith("lo")]
+            if loopback:
+                os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback[0])
         backend = _backend(config, self.device)
         timeout = timedelta(seconds=config.cluster.timeout_s)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
@@ -144,20 +152,45 @@ def _node_ip() -> str:
 
 def init_ray(config) -> None:
     """Join the cluster at cluster.address (or $RAY_ADDRESS, as `ray job submit` sets),
-    else start a local one sized to this machine."""
+    else start a private local one sized to this machine and bound to loopback.
+
+    Without an address, address="local" starts a new cluster even when a head from
+    `ray start --head` is running here: joining that head silently would refuse our
+    num_cpus, share its resources with its jobs and expose the run on its interfaces.
+    To use a running head, set cluster.address: auto (or its address). The private
+    cluster's processes belong to this driver: they stop when it exits, and the actors
+    (owned by the driver) die with it, even on kill -9."""
     import ray
     if ray.is_initialized():
         return
     address = config.cluster.address or os.environ.get("RAY_ADDRESS")
     kwargs = dict(ignore_reinit_error=True, include_dashboard=False,
                   logging_level=logging.WARNING, log_to_driver=True)
+    on_sigterm = signal.getsignal(signal.SIGTERM)
     if address:
         ray.init(address=address, **kwargs)
     else:
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
-        ray.init(num_cpus=max(need, os.cpu_count() or 1, 8), **kwargs)
+        ray.init(address="local", num_cpus=max(need, os.cpu_count() or 1, 8),
+                 _node_ip_address="127.0.0.1", **kwargs)
+    # ray.init replaces the SIGTERM handler with sys.exit; keep the CLI's (a clean stop).
+    if callable(on_sigterm) and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def check_resources(ray, config) -> None:
+    """Say at once which resource the cluster lacks (Ray would wait for it forever)."""
+    have, world = ray.cluster_resources(), config.cluster.workers
+    for resource, key in (("CPU", "cpus_per_worker"), ("GPU", "gpus_per_worker")):
+        per_worker = getattr(config.cluster, key)
+        if world * per_worker > have.get(resource, 0):
+            raise ConfigError(
+                f"cluster.workers={world} x cluster.{key}={per_worker:g} needs "
+                f"{world * per_worker:g} {resource}s but the Ray cluster has "
+                f"{have.get(resource, 0):g}; lower cluster.{key} or join a cluster with "
+                f"more {resource}s (cluster.address)")
 
 
 def launch(fn, config, *args) -> list:
@@ -175,13 +208,17 @@ def launch(fn, config, *args) -> list:
 
     import ray
     init_ray(config)
+    check_resources(ray, config)
     attempt = 0
     while True:
         try:
             return _run_group(ray, fn, config, args, world, threads, attempt)
         except WorkerFailure as err:
             if attempt >= config.cluster.max_failures:
-                raise
+                raise WorkerFailure(f"{err}; gave up after cluster.max_failures="
+                                    f"{config.cluster.max_failures} recoveries (see the worker's "
+                                    "log above; --resume continues from the last "
+                                    "checkpoint)") from None
             attempt += 1
             log.warning("%s; restarting all %d workers from the last checkpoint "
                         "(recovery %d of %d)", err, world, attempt, config.cluster.max_failures)
@@ -196,7 +233,10 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
     try:
         start = config.cluster.start_timeout_s
         master = ray.get(actors[0].address.remote(), timeout=start)
-        ray.get([a.setup.remote(master, config) for a in actors], timeout=start)
+        try:
+            ray.get([a.setup.remote(master, config) for a in actors], timeout=start)
+        except ray.exceptions.RayTaskError as err:      # e.g. no GPU: the cause is one line
+            raise getattr(err, "cause", err) from None
         refs = [a.run.remote(fn, config, attempt, args) for a in actors]
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending, results = list(refs), {}
@@ -220,8 +260,8 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
         return [results[r] for r in range(world)]
     except ray.exceptions.GetTimeoutError:
         raise WorkerFailure(f"workers did not start within cluster.start_timeout_s="
-                            f"{config.cluster.start_timeout_s}s; is the Ray cluster big enough for "
-                            f"{world} x {config.cluster.cpus_per_worker} CPUs?") from None
+                            f"{config.cluster.start_timeout_s}s; the Ray cluster is busy or "
+                            "slow to start processes (raise cluster.start_timeout_s)") from None
     finally:
         for a in actors:
             ray.kill(a, no_restart=True)

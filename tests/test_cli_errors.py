@@ -1,0 +1,135 @@
+"""Every failure a user can cause ends in one line on stderr naming the file or key and what
+to do, exit code 2 for bad input; --debug / GNNSYS_DEBUG=1 add the traceback."""
+import errno
+import os
+import signal
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnsys import cli
+from gnnsys.datasets import load_dataset
+from gnnsys.datasets.errors import DatasetError
+from gnnsys.distributed.launcher import WorkerFailure
+
+QUICKSTART = str(Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml")
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    err = capsys.readouterr().err
+    return code, err
+
+
+def one_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.startswith("gnnsys:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_config_path_that_is_a_directory(capsys, tmp_path):
+    code, err = run_cli(capsys, "train", "--config", str(tmp_path))
+    assert code == 2 and "is a directory" in one_line(err) and str(tmp_path) in err
+
+
+@pytest.mark.parametrize("item", ["train.epochs", "=3", "sampler.fanouts=[5,"])
+def test_malformed_set(capsys, item):
+    code, err = run_cli(capsys, "train", "--config", QUICKSTART, "--set", item)
+    assert code == 2 and item in one_line(err)
+
+
+def test_out_of_range_key(capsys):
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART,
+                        "--set", "fullgraph.quantization.group_size=0")
+    assert code == 2 and "'fullgraph.quantization.group_size' must be >= 1" in one_line(err)
+
+
+def test_cuda_without_a_gpu_is_refused_before_any_work(capsys, monkeypatch):
+    import torch
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART,
+                        "--set", "sampler.device=cuda")
+    assert code == 2 and "'sampler.device' is 'cuda' but no CUDA GPU" in one_line(err)
+
+
+@pytest.fixture()
+def failing_train(monkeypatch):
+    """Make `gnnsys train` raise the given error (where a real run would)."""
+    def arm(err):
+        def _train(args):
+            raise err
+        monkeypatch.setattr(cli, "_train", _train)
+    return arm
+
+
+def test_disk_full_is_one_line(capsys, failing_train):
+    failing_train(OSError(errno.ENOSPC, "No space left on device", "/runs/a/metrics.jsonl"))
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART)
+    assert code == 1 and "no space left" in one_line(err) and "/runs/a/metrics.jsonl" in err
+
+
+def test_worker_failure_after_max_failures_is_one_line(capsys, failing_train):
+    failing_train(WorkerFailure("worker 1 died (RayActorError); gave up after "
+                                "cluster.max_failures=1 recoveries"))
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART)
+    assert code == 1 and "training failed: worker 1 died" in one_line(err)
+
+
+def test_unexpected_error_is_one_line_and_debug_shows_the_traceback(capsys, failing_train,
+                                                                    monkeypatch):
+    failing_train(KeyError("x"))
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART)
+    assert code == 1 and "--debug" in one_line(err)
+    code, err = run_cli(capsys, "train", "--debug", "-c", QUICKSTART)
+    assert code == 1 and "Traceback" in err
+    monkeypatch.setenv("GNNSYS_DEBUG", "1")
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART)
+    assert "Traceback" in err
+
+
+@pytest.fixture()
+def bundle_root(tmp_path, monkeypatch):
+    """A data root whose bundles/static/cora.npz the test writes (found before shared data)."""
+    monkeypatch.delenv("GNNSYS_SHARED_DATA", raising=False)
+    (tmp_path / "bundles" / "static").mkdir(parents=True)
+    return tmp_path, tmp_path / "bundles" / "static" / "cora.npz"
+
+
+@pytest.mark.parametrize("damage", ["not a zip", "truncated", "missing array"])
+def test_corrupt_bundle_names_the_file(bundle_root, damage):
+    root, path = bundle_root
+    np.savez(path, edge_index=np.zeros((2, 3), np.int64), num_nodes=np.array(4),
+             y=np.zeros(4, np.int64), num_classes=np.array(2))
+    if damage == "not a zip":
+        path.write_bytes(b"garbage")
+    elif damage == "truncated":
+        path.write_bytes(path.read_bytes()[:100])
+    else:
+        with zipfile.ZipFile(path, "w") as z:          # a zip without num_nodes
+            z.writestr("y.npy", b"")
+    with pytest.raises(DatasetError) as err:
+        load_dataset("cora", root=root)
+    assert str(path) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_sigterm_ends_the_cli_like_ctrl_c(tmp_path):
+    """The CLI's SIGTERM handler raises like Ctrl-C: one line, exit 143, cleanup runs."""
+    script = ("import sys, time, gnnsys.cli as c\n"
+              "def slow(args):\n"
+              "    try:\n        print('ready', flush=True)\n        time.sleep(60)\n"
+              "    finally:\n        open(%r, 'w').close()\n"
+              "c._train = slow\n"
+              "raise SystemExit(c.main(['train', '-c', %r]))\n"
+              % (str(tmp_path / "cleaned"), QUICKSTART))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "GNNSYS_DEBUG": ""})
+    assert proc.stdout.readline().strip() == "ready"   # inside the run, handler installed
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err
+    assert "terminated" in one_line(err) and (tmp_path / "cleaned").exists()
