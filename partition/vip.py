@@ -12,9 +12,25 @@ variant of `caching/vip.py::vip_analytical`, not the first-order form
 1 - exp(-sum w) that the SALIENT++ training driver uses. One parallel pass over the CSR
 per hop: O(L * E) time, O(N) extra memory. -1 fanouts (take all) use min(1, .) = 1.
 
-N(u) must be the vertices whose sampled neighbourhood can contain u, i.e. column u of
-the sampling adjacency. For the symmetric graphs we train on that is row u; pass the
-transposed CSR for a directed graph.
+N(u) are the vertices whose sampled neighbourhood can contain u: the sampler picks from
+a target's CSR row (its in-neighbours), so N(u) is column u of the CSR, and
+`vip_weights` transposes the CSR it is given (directed graphs are right too; for a
+symmetric graph the transpose is the graph itself).
+
+Accuracy. This is the SALIENT++ recurrence, an approximation of the sampler it models
+(tests/partition/test_vip.py measures it against exact enumeration and Monte-Carlo runs
+of the real FusedSampler). VIP counts hops 1..L (a seed's own draw is not in it). It
+treats the events it multiplies as independent (seeds are drawn without replacement; a
+vertex's neighbours tend to be known together with it), and hop h+1 expands only the
+vertices reached at hop h, whereas the sampler re-expands every vertex known so far. It
+is exact for one hop with every training vertex a seed. On a 120-node test graph (avg
+degree 5, 40 training vertices) the error on non-training vertices is up to 0.08 (mean
+0.023) with fanouts [3, 2], batch 16, and up to 0.19 (mean 0.064) with [2, 2, 2], batch
+8: the 0.07-0.19 gap of issue #14 is this approximation, not a coding error. The errors
+mostly cancel in the ranking, which is all the cache and the row order use: Spearman
+0.97-0.997 against measured inclusion frequencies, and the top 20% by VIP hold
+98.7-99.8% of the sampled-row mass of the measured top 20%. A variant letting every
+known vertex expand (union over hops) overestimates more and ranks no better.
 
 Also here: the "degree-reachable" weight, the degree baseline of SALIENT++'s
 `caching/vip.py`. Depends on numpy and numba only.
@@ -42,13 +58,32 @@ def _next_hop(indptr, indices, pick_prob, out_prob, log_not_seen):
         log_not_seen[u] += log_miss
 
 
+@njit(cache=True)
+def _transpose(indptr, indices):
+    """CSR of the transposed adjacency (counting sort, O(N + E))."""
+    n = indptr.size - 1
+    out_ptr = np.zeros(n + 1, dtype=np.int64)
+    for e in range(indices.size):
+        out_ptr[indices[e] + 1] += 1
+    for u in range(n):
+        out_ptr[u + 1] += out_ptr[u]
+    fill = out_ptr[:-1].copy()
+    out = np.empty(indices.size, dtype=indices.dtype)
+    for v in range(n):
+        for e in range(indptr[v], indptr[v + 1]):
+            out[fill[indices[e]]] = v
+            fill[indices[e]] += 1
+    return out_ptr, out
+
+
 def vip_weights(indptr: np.ndarray, indices: np.ndarray, train_ids: np.ndarray,
                 fanouts, batch_size: int) -> np.ndarray:
-    """VIP_k(u) for every vertex u (float64 [N]), for seeds drawn from `train_ids`."""
+    """VIP_k(u) for every vertex u (float64 [N]), for seeds drawn from `train_ids`, under
+    the sampler's semantics for the CSR (indptr, indices): row v lists v's in-neighbours."""
     indptr = np.asarray(indptr)
-    indices = np.asarray(indices)
-    n = indptr.size - 1
     degree = np.diff(indptr).astype(np.float64)
+    indptr, indices = _transpose(indptr, np.asarray(indices))
+    n = indptr.size - 1
     prob = np.zeros(n, dtype=np.float64)
     if len(train_ids):
         prob[np.asarray(train_ids)] = min(1.0, batch_size / len(train_ids))
