@@ -20,8 +20,8 @@ from partition.format import PartitionError, PartitionSet, graph_fingerprint
 
 # What the vertex -> part assignment depends on; the VIP row order inside each part also
 # depends on the sampler, the stored features on their normalisation.
-ASSIGNMENT_SETTINGS = ("dataset.name", "dataset.split", "dataset.params", "partition.method",
-                       "partition.num_parts", "partition.seed")
+ASSIGNMENT_SETTINGS = ("dataset.name", "dataset.split", "dataset.files", "dataset.params",
+                       "partition.method", "partition.num_parts", "partition.seed")
 FIX = "`gnnsys partition --config <run.yaml> --force`"
 
 
@@ -44,8 +44,10 @@ def parts_dir(config) -> Path:
 
 def partition_settings(config) -> dict:
     """Every config setting the stored files depend on, by its config name."""
+    from .datasets.registry import dataset_files
     d, p, s = config.dataset, config.partition, config.sampler
     return {"dataset.name": d.name, "dataset.split": d.split,
+            "dataset.files": dataset_files(d.name, d.root),
             "dataset.params": dict(d.params or {}), "partition.seed": p.seed,
             "dataset.normalize_features": d.normalize_features,
             "partition.method": p.method, "partition.num_parts": num_parts(config),

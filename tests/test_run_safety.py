@@ -125,3 +125,26 @@ def test_non_finite_features_are_refused_at_load(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"'synthetic-small': 2 feature rows hold NaN or "
                                          r"infinite values \(first: row 7\)"):
         for_run.load_run_graph(_config(tmp_path))
+
+
+def test_partitions_of_changed_dataset_files_are_never_reused(tmp_path):
+    from gnnsys.partitions import ensure_partitions
+    from gnnsys.testing import shared_data_dir
+    from partition.format import PartitionError
+    if shared_data_dir() is None:
+        pytest.skip("needs ../shared/data (cora)")
+    bundle = tmp_path / "data" / "bundles" / "static" / "cora.npz"
+    bundle.parent.mkdir(parents=True)
+    bundle.write_bytes((shared_data_dir() / "static" / "cora.npz").read_bytes())
+
+    def config(**partition):
+        return from_dict({"dataset": {"name": "cora", "root": str(tmp_path / "data")},
+                          "cluster": {"workers": 2},
+                          "partition": {"method": "random", **partition}})
+    explicit = config(dir=str(tmp_path / "parts"))
+    ensure_partitions(explicit, progress=False)
+    default = ensure_partitions(config(), progress=False).path
+    os.utime(bundle, (1e9, 1e9))                          # the dataset's file changed
+    with pytest.raises(PartitionError, match="was built with dataset.files='cora.npz: "):
+        ensure_partitions(explicit, progress=False)
+    assert ensure_partitions(config(), progress=False).path != default   # built anew

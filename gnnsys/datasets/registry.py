@@ -11,6 +11,7 @@ import difflib
 import functools
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,3 +145,21 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
                                  description=" ".join(str(entry.get("description", "")).split()),
                                  available=available, location=str(location)))
     return infos
+
+
+def dataset_files(name: str, root: str | os.PathLike | None = None) -> str:
+    """What the dataset's files on disk are now (name, bytes, last change), so that data
+    derived from them (partitions) can tell when they changed. Generated datasets: ''."""
+    entry = lookup(name)
+    if entry["source"] == "synthetic":      # its cache is keyed by generator and params
+        return ""
+    _, path = _source_module(entry["source"]).locate(name, entry, data_root(root))
+    path = Path(path)
+    files = [f for f in sorted(path.rglob("*")) if f.is_file()] if path.is_dir() else \
+        [path] if path.is_file() else []
+    if not files:
+        return f"{path.name}: missing"
+    stats = [f.stat() for f in files]
+    newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(max(s.st_mtime for s in stats)))
+    return (f"{path.name}: {len(files)} file(s), {sum(s.st_size for s in stats)} bytes, "
+            f"changed {newest} UTC")
