@@ -96,8 +96,12 @@ class RunDir:
             return
         old = [self.path / n for n in (METRICS, CHECKPOINT) if (self.path / n).exists()]
         if old:
-            keep = self.path / "previous" / time.strftime("%Y%m%d-%H%M%S")
-            keep.mkdir(parents=True, exist_ok=True)
+            stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
+            keep = self.path / "previous" / stamp
+            while keep.exists():                   # two runs within a second
+                n += 1
+                keep = self.path / "previous" / f"{stamp}-{n}"
+            keep.mkdir(parents=True)
             for f in old:
                 os.replace(f, keep / f.name)
 

@@ -148,3 +148,14 @@ def test_partitions_of_changed_dataset_files_are_never_reused(tmp_path):
     with pytest.raises(PartitionError, match="was built with dataset.files='cora.npz: "):
         ensure_partitions(explicit, progress=False)
     assert ensure_partitions(config(), progress=False).path != default   # built anew
+
+
+def test_a_repeated_temporal_run_moves_the_previous_one_aside(tmp_path):
+    from tests.temporal.conftest import _tiny_config, make_tiny_graph
+    graph = make_tiny_graph()
+    fit(_tiny_config(tmp_path), graph)
+    first = (tmp_path / "run" / "metrics.jsonl").read_text()
+    fit(_tiny_config(tmp_path), graph)
+    kept = list((tmp_path / "run" / "previous").glob("*/metrics.jsonl"))
+    assert [p.read_text() for p in kept] == [first]          # not appended to, not lost
+    assert (tmp_path / "run" / "metrics.jsonl").read_text().count('"event": "start"') == 1
