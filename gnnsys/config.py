@@ -159,14 +159,14 @@ def _choices(mode: str) -> list:
     from samplers import fused_gpu, temporal as neighbours
 
     from .datasets import for_run
-    from .distributed import launcher
+    from .distributed import comm
     from .fullgraph import assign, halo, model as fullgraph, quantize
     from .minibatch.store import policy
     from .models import block_gnn, norm
     from .temporal import exchange, models as temporal
     allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
                "dataset.normalize_features": for_run.NORMALIZATIONS,
-               "cluster.backend": launcher.BACKENDS, "partition.method": build.METHODS,
+               "cluster.backend": comm.BACKENDS, "partition.method": build.METHODS,
                "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
                "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
                "temporal.ownership": ownership.OWNERSHIPS,

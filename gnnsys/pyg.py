@@ -34,8 +34,7 @@ from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.sampler.utils import to_csc
 
-from samplers._hop_sampling import count_hop, fill_hop
-from samplers._node_map import NodeMap
+from samplers import NodeMap, count_hop, fill_hop
 from samplers.rng import seed_to_u64
 
 from .prefetch import prefetched

@@ -66,7 +66,7 @@ OWNERS = {
     "sampler.device": ("samplers.fused_gpu", "DEVICES"),
     "dataset.normalize_features": ("gnnsys.datasets.for_run", "NORMALIZATIONS"),
     "model.norm": ("gnnsys.models.norm", "NORMS"),
-    "cluster.backend": ("gnnsys.distributed.launcher", "BACKENDS"),
+    "cluster.backend": ("gnnsys.distributed.comm", "BACKENDS"),
     "partition.method": ("partition.build", "METHODS"),
     "cache.policy": ("gnnsys.minibatch.store.policy", "POLICIES"),
     "temporal.neighbor_strategy": ("samplers.temporal", "NEIGHBOR_STRATEGIES"),

@@ -13,6 +13,9 @@ import torch
 import torch.distributed as dist
 
 
+BACKENDS = ("auto", "gloo", "nccl")     # cluster.backend: the process groups' transport
+
+
 @dataclass
 class CommStats:
     bytes_sent: int = 0

@@ -30,7 +30,6 @@ from ..config import ConfigError
 from .comm import Communicator
 
 log = logging.getLogger(__name__)
-BACKENDS = ("auto", "gloo", "nccl")     # cluster.backend
 
 
 class WorkerFailure(RuntimeError):
