@@ -19,8 +19,10 @@ import logging
 import os
 import signal
 import socket
+import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -90,25 +92,30 @@ class _Worker:
         self.rank, self.world_size = rank, world_size
         set_threads(threads)
 
-    def address(self) -> tuple[str, int]:
+    def address(self) -> tuple[str, int, str]:
         ip = _node_ip()
         with socket.socket() as s:
             s.bind((ip, 0))
             port = s.getsockname()[1]
-        return ip, port
+        return ip, port, uuid.uuid4().hex
 
     def setup(self, master: tuple[str, int], config) -> bool:
         import torch.distributed as dist
         self.device = _pick_device(config, self.rank)
         os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master[0], str(master[1])
-        if ipaddress.ip_address(master[0]).is_loopback:     # a local cluster: gloo on lo too
+        store = None
+        if ipaddress.ip_address(master[0]).is_loopback:
+            # A local cluster listens on nothing but loopback: a file rendezvous (torch's
+            # TCPStore would listen on every interface) and gloo on lo.
+            store = dist.FileStore(os.path.join(tempfile.gettempdir(),
+                                                f"gnnsys-store-{master[2]}"), self.world_size)
             loopback = [n for _, n in socket.if_nameindex() if n.startswith("lo")]
             if loopback:
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback[0])
         backend = _backend(config, self.device)
         timeout = timedelta(seconds=config.cluster.timeout_s)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
-                                timeout=timeout)
+                                timeout=timeout, store=store)
         # Feature rows live in host memory (the fused sampler gathers there), so the
         # fetch group is gloo even when gradients go over NCCL.
         self.fetch_group = dist.new_group(backend="gloo", timeout=timeout)
