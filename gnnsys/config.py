@@ -25,11 +25,22 @@ class ConfigError(ValueError):
 # ----------------------------------------------------------------------------- sections
 @dataclass
 class DatasetConfig:
-    name: str = "synthetic-small"        # a datasets.yaml entry (`gnnsys datasets` lists them)
+    name: str | None = None              # a datasets.yaml entry (`gnnsys datasets` lists them); default synthetic-small
+    path: str | None = None              # instead of name: your own bundle, .npz or .npy directory (docs/DATA.md)
+    task: str | None = None              # node_classification | link_prediction; default: the mode's
     root: str | None = None              # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
     split: int = 0                       # which standard split, for multi-split datasets
     params: dict = field(default_factory=dict)   # overrides for synthetic generators
     normalize_features: str = "none"     # none | row (rows sum to 1, as PyG's NormalizeFeatures) | standard
+
+    def __post_init__(self):
+        # A path's dataset is named after its file; a saved config repeats that name.
+        stem = Path(self.path).stem if self.path else "synthetic-small"
+        if self.path and self.name not in (None, stem):
+            raise ConfigError(f"config keys 'dataset.name' ({self.name!r}) and 'dataset.path' "
+                              "exclude each other: a path's dataset is named after its file; "
+                              "drop one of them")
+        self.name = self.name or stem
 
 
 @dataclass
@@ -277,6 +288,12 @@ def validate(cfg: Config) -> Config:
         if value not in values:
             raise ConfigError(f"config key '{key}' is {value!r}{why}: "
                               f"{', '.join(map(str, values))}")
+    implied = "link_prediction" if cfg.mode == "temporal" else "node_classification"
+    if cfg.dataset.task not in (None, implied):
+        raise ConfigError(f"config key 'dataset.task' is {cfg.dataset.task!r} but mode "
+                          f"'{cfg.mode}' trains {implied} (mode temporal: link_prediction)")
+    if cfg.dataset.path:       # the task decides how the file is read
+        cfg.dataset.task = implied
     for key, rule in RANGES.items():
         value = _get(cfg, key)
         if value is not None and not _RULES[rule](value):

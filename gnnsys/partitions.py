@@ -47,7 +47,7 @@ def partition_settings(config) -> dict:
     from .datasets.registry import dataset_files
     d, p, s = config.dataset, config.partition, config.sampler
     return {"dataset.name": d.name, "dataset.split": d.split,
-            "dataset.files": dataset_files(d.name, d.root),
+            "dataset.files": dataset_files(d.name, d.root, d.path),
             "dataset.params": dict(d.params or {}), "partition.seed": p.seed,
             "dataset.normalize_features": d.normalize_features,
             "partition.method": p.method, "partition.num_parts": num_parts(config),

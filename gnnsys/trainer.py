@@ -1,7 +1,8 @@
 """`Trainer(config).fit()`: the one entry point the CLI, the Python API and Ray jobs share.
 
 It validates the config and hands it to the one training loop (`gnnsys.training.fit`),
-which runs the mode's plug-in on 1 or `cluster.workers` workers.
+which runs the mode's plug-in on 1 or `cluster.workers` workers, on the config's dataset
+or on `data`: a PyG `Data` / `TemporalData`, a `dgl.DGLGraph` or a gnnsys graph.
 """
 from __future__ import annotations
 
@@ -19,16 +20,23 @@ class Trainer:
         cfg = gnnsys.load_config("configs/quickstart.yaml", overrides=["train.epochs=2"])
         metrics = gnnsys.Trainer(cfg).fit()
         print(metrics["test_acc"])
+        gnnsys.Trainer(cfg, data=torch_geometric_data).fit()   # your own graph, no files
     """
 
-    def __init__(self, config: Config | dict | str | os.PathLike):
+    def __init__(self, config: Config | dict | str | os.PathLike, data=None):
         if isinstance(config, Config):
             self.config = validate(config)
         elif isinstance(config, dict):
             self.config = from_dict(config)
         else:
             self.config = load_config(config)
+        self.data = data
 
     def fit(self) -> dict:
         from .training import fit
-        return fit(self.config)
+        if self.data is None:
+            return fit(self.config)
+        from .datasets import load_run_graph
+        from .interop import as_graph
+        # Checked for the mode (and normalised) as a loaded dataset is.
+        return fit(self.config, graph=load_run_graph(self.config, as_graph(self.data)))

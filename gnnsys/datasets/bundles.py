@@ -1,9 +1,10 @@
-"""Loaders for the offline `.npz` bundles of real graphs (see shared/data/MANIFEST.md).
+"""Loaders of `.npz` bundles (a user's own, or the project's real graphs, shared/data/MANIFEST.md).
 
-Static bundles become a `Graph` (CSR, dense float32 features, int64 labels, one split);
-temporal bundles become a `TemporalGraph`. The files are looked up, in order, under
-<data root>/bundles/{static,temporal}/, $GNNSYS_SHARED_DATA/{static,temporal}/ and the
-`shared/data` directory beside the repository checkout.
+The format is docs/DATA.md: `task` decides the kind, node_classification a static bundle
+(a `Graph`: CSR, dense float32 features, int64 labels, one split), link_prediction a
+temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory of .npy files,
+one per array. Registry files are looked up, in order, under <data root>/bundles/,
+$GNNSYS_SHARED_DATA/ and the `shared/data` directory beside the repository checkout.
 """
 from __future__ import annotations
 
@@ -22,7 +23,11 @@ SHARED_DATA_ENV = "GNNSYS_SHARED_DATA"
 # The repository lives at <dir>/main and the shared data at <dir>/shared/data (CI clones
 # the repository with shared beside it).
 CHECKOUT_SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
-REFETCH = "copy {} again from the project's shared/data"
+SCHEMA = "docs/DATA.md"
+FIX = f"the bundle format is in {SCHEMA}"
+# The arrays each kind of bundle must have (the rest are optional, see SCHEMA).
+REQUIRED = {"node_classification": ("edge_index", "y"),
+            "link_prediction": ("src", "dst", "t")}
 
 # flickr_amgcn ships no validation nodes; this many are carved out of the nodes that are in
 # neither the train nor the test set, so the standard train/test sets stay intact.
@@ -40,7 +45,7 @@ def bundle_search_dirs(root: Path) -> list[Path]:
 
 def find_bundle(relative_file: str, root: Path) -> Path | None:
     for base in bundle_search_dirs(root):
-        if (base / relative_file).is_file():
+        if (base / relative_file).exists():     # an absolute `file` is taken as it is
             return base / relative_file
     return None
 
@@ -51,28 +56,69 @@ def require_bundle(name: str, relative_file: str, root: Path) -> Path:
         places = "\n  ".join(str(d / relative_file) for d in bundle_search_dirs(root))
         raise DatasetError(
             f"dataset '{name}': bundle file {relative_file} not found; looked in\n  {places}\n"
-            f"Copy {Path(relative_file).name} (from the project's shared/data/"
-            f"{relative_file}) to {root / 'bundles' / relative_file}, or set "
-            f"${SHARED_DATA_ENV} to the directory that holds static/ and temporal/.")
+            f"Put the file at {root / 'bundles' / relative_file}, or set ${SHARED_DATA_ENV} "
+            "to the directory that holds it (the project's own bundles are in its shared/data).")
     return path
 
 
+def path_entry(path: str, task: str) -> dict:
+    """A registry entry for `dataset.path`: the user's own bundle, checked to exist."""
+    file = Path(path).expanduser().absolute()
+    if not file.exists():
+        raise DatasetError(f"dataset.path {path}: no such file or directory ({file}); give "
+                           f"your bundle's .npz file or .npy directory ({FIX})")
+    return {"source": "bundle", "file": str(file), "task": task,
+            "metric": "ap" if task == "link_prediction" else "accuracy"}
+
+
+def read_bundle(path: Path, task: str) -> dict:
+    """The bundle's arrays, refused in one line (file, key, schema) if `task` cannot read them."""
+    arrays = read_npz(path, FIX)
+    missing = [key for key in REQUIRED[task] if key not in arrays]
+    if missing:
+        other = next(t for t in REQUIRED if t != task)
+        modes = "temporal" if other == "link_prediction" else "minibatch or fullgraph"
+        hint = (f"; it holds a {other} bundle ({', '.join(REQUIRED[other])}): train it "
+                f"with mode: {modes}" if all(key in arrays for key in REQUIRED[other]) else "")
+        raise DatasetError(f"{path} has no array '{missing[0]}', which task {task} reads"
+                           f"{hint}; {FIX}")
+    for key, ndim in (("edge_index", 2), ("y", 1), ("x", 2), ("src", 1), ("dst", 1), ("t", 1),
+                      ("edge_feat", 2)):
+        if key in arrays and arrays[key].ndim != ndim:
+            raise DatasetError(f"{path}: array '{key}' has shape {arrays[key].shape}; "
+                               f"expected {ndim} dimension(s); {FIX}")
+    if "edge_index" in arrays and arrays["edge_index"].shape[0] != 2:
+        raise DatasetError(f"{path}: array 'edge_index' has shape {arrays['edge_index'].shape};"
+                           f" expected (2, num_edges); {FIX}")
+    return arrays
+
+
+def _built(path: Path, make):
+    """`make()`, with a bundle whose arrays disagree (lengths, ids) named as the file's fault."""
+    try:
+        return make()
+    except DatasetError:
+        raise
+    except (ValueError, IndexError) as err:
+        raise DatasetError(f"{path}: {err}; {FIX}") from None
+
+
 # ----------------------------------------------------------------------------- static
-def load_static_bundle(name: str, entry: dict, root: Path, split: int = 0,
+def load_static_bundle(name: str, entry: dict, path: Path, arrays: dict, split: int = 0,
                        params: dict | None = None) -> Graph:
     """Graph of a static bundle; `split` picks one of its standard splits (or seeds a random one)."""
-    params = dict(params or {})
-    path = require_bundle(name, entry["file"], root)
-    arrays = read_npz(path, REFETCH.format(entry["file"]))
-    num_nodes = int(arrays["num_nodes"])
     labels = arrays["y"].astype(np.int64)
+    num_nodes = int(arrays["num_nodes"]) if "num_nodes" in arrays else labels.size
+    num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(labels.max()) + 1
     graph = Graph.from_edge_index(arrays["edge_index"], num_nodes, y=labels,
-                                  num_classes=int(arrays["num_classes"]), name=name,
+                                  num_classes=num_classes, name=name,
                                   metric=entry.get("metric", "accuracy"))
     graph.x, feature_note = _static_features(arrays, graph)
-    split_note = _assign_split(graph, arrays, name, split, entry, params)
+    split_note = _assign_split(graph, arrays, name, split, entry, dict(params or {}))
     graph.meta = {"source": "bundle", "file": str(path), "split": split,
                   "split_kind": split_note, "features": feature_note}
+    if len(graph.x) != num_nodes:
+        raise ValueError(f"array 'x' has {len(graph.x)} rows for {num_nodes} nodes")
     return graph
 
 
@@ -116,7 +162,12 @@ def _assign_split(graph: Graph, arrays: dict, name: str, split: int, entry: dict
         if params:
             raise DatasetError(f"dataset '{name}' ships standard splits (pick one with "
                                f"split=); {', '.join(params)} only apply to datasets without")
-        masks = [arrays[f"{part}_mask"] for part in ("train", "val", "test")]
+        parts = ("train", "val", "test")
+        masks = [np.asarray(arrays[f"{part}_mask"], dtype=bool) for part in parts]
+        for part, mask in zip(parts, masks):
+            if mask.shape[-1] != labelled.size or mask.ndim not in (1, 2):
+                raise ValueError(f"array '{part}_mask' has shape {mask.shape}; expected "
+                                 f"({labelled.size},) or (num_splits, {labelled.size})")
         num_splits = 1 if masks[0].ndim == 1 else masks[0].shape[0]
         if not 0 <= split < num_splits:
             raise DatasetError(f"dataset '{name}' has {num_splits} standard split(s) "
@@ -149,26 +200,24 @@ def _carve_val(graph: Graph, labelled: np.ndarray, seed: int) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------- temporal
-def load_temporal_bundle(name: str, entry: dict, root: Path, split: int = 0,
-                         params: dict | None = None) -> TemporalGraph:
-    """TemporalGraph of a temporal bundle, with the bundle's chronological split thresholds."""
+def load_temporal_bundle(name: str, entry: dict, path: Path, arrays: dict,
+                         split: int = 0) -> TemporalGraph:
+    """TemporalGraph of a temporal bundle, split at its thresholds (default: 70%/85% of t)."""
     if split != 0:
         raise DatasetError(f"dataset '{name}' has one chronological split; split={split} "
                            "is out of range (use 0)")
-    path = require_bundle(name, entry["file"], root)
-    arrays = read_npz(path, REFETCH.format(entry["file"]))
-    bipartite = bool(arrays["bipartite"])
-    edge_feat = arrays.get("edge_feat")
+    src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
+    bipartite = bool(arrays.get("bipartite", False))
     return TemporalGraph(
-        src=arrays["src"], dst=arrays["dst"], t=arrays["t"],
-        num_nodes=int(arrays["num_nodes"]),
-        edge_feat=None if edge_feat is None else edge_feat.astype(np.float32),
-        bipartite=bipartite,
-        num_src_nodes=int(arrays["num_src_nodes"]) if bipartite else None,
-        val_time=float(arrays["split_val_t"]), test_time=float(arrays["split_test_t"]),
-        name=name, metric=entry.get("metric", "ap"),
-        edge_label=arrays.get("label"),
-        node_label=None if "node_label" not in arrays else arrays["node_label"].astype(np.int64),
+        src=src, dst=dst, t=arrays["t"],
+        num_nodes=int(arrays["num_nodes"]) if "num_nodes" in arrays else
+        int(max(src.max(initial=-1), dst.max(initial=-1))) + 1,
+        edge_feat=arrays["edge_feat"].astype(np.float32) if "edge_feat" in arrays else None,
+        bipartite=bipartite, num_src_nodes=int(arrays["num_src_nodes"]) if bipartite else None,
+        val_time=float(arrays["split_val_t"]) if "split_val_t" in arrays else None,
+        test_time=float(arrays["split_test_t"]) if "split_test_t" in arrays else None,
+        name=name, metric=entry.get("metric", "ap"), edge_label=arrays.get("label"),
+        node_label=arrays["node_label"].astype(np.int64) if "node_label" in arrays else None,
         meta={"source": "bundle", "file": str(path)})
 
 
@@ -177,19 +226,22 @@ RANDOM_SPLIT_PARAMS = ("train_fraction", "val_fraction")
 
 
 def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None = None):
-    """Registry entry point: a static bundle gives a Graph, a temporal one a TemporalGraph."""
+    """Registry entry point: `task` decides the kind (a Graph, or a TemporalGraph)."""
     params = dict(params or {})
     unknown = sorted(set(params) - set(RANDOM_SPLIT_PARAMS))
     if unknown:
         raise DatasetError(f"dataset '{name}': unknown params {', '.join(unknown)}; bundles "
                            f"accept only {', '.join(RANDOM_SPLIT_PARAMS)} (for the random "
                            "split of datasets that ship none)")
-    if entry["file"].startswith("temporal/"):
-        if params:
-            raise DatasetError(f"dataset '{name}' is temporal and takes no params "
-                               f"(got {', '.join(params)})")
-        return load_temporal_bundle(name, entry, root, split, params)
-    return load_static_bundle(name, entry, root, split, params)
+    temporal = entry["task"] == "link_prediction"
+    if temporal and params:
+        raise DatasetError(f"dataset '{name}' is temporal and takes no params "
+                           f"(got {', '.join(params)})")
+    path = require_bundle(name, entry["file"], root)
+    arrays = read_bundle(path, entry["task"])
+    if temporal:
+        return _built(path, lambda: load_temporal_bundle(name, entry, path, arrays, split))
+    return _built(path, lambda: load_static_bundle(name, entry, path, arrays, split, params))
 
 
 def locate(name: str, entry: dict, root: Path):

@@ -1,6 +1,7 @@
 """The one exception every dataset loader raises for a dataset that cannot be loaded, and
-the one way loaders read an .npz (no pickle; a corrupt file or missing array names the file)."""
+the one way loaders read an .npz or .npy directory (no pickle; a corrupt file or missing array names the file)."""
 import zipfile
+from pathlib import Path
 
 import numpy as np
 
@@ -21,8 +22,12 @@ class NpzArrays(dict):
 
 
 def read_npz(path, fix: str) -> NpzArrays:
-    """All arrays of `path`; `fix` says what to do about a bad file (e.g. copy it again)."""
+    """All arrays of `path`, an .npz file or a directory of .npy files (memory-mapped, one
+    per array); `fix` says what to do about a bad file (e.g. copy it again)."""
     try:
+        if Path(path).is_dir():
+            return NpzArrays(path, {file.stem: np.load(file, mmap_mode="r", allow_pickle=False)
+                                    for file in sorted(Path(path).glob("*.npy"))}, fix)
         with np.load(path, allow_pickle=False) as data:
             return NpzArrays(path, {key: data[key] for key in data.files}, fix)
     except (OSError, EOFError, ValueError, zipfile.BadZipFile) as err:

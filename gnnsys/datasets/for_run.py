@@ -15,10 +15,13 @@ from .registry import load_dataset
 NORMALIZATIONS = ("none", "row", "standard")
 
 
-def load_run_graph(config):
-    """The graph the run's mode trains on, checked and (static) feature-normalised."""
+def load_run_graph(config, graph=None):
+    """The graph the run's mode trains on (`graph`, else the config's dataset), checked and
+    (static) feature-normalised."""
     d = config.dataset
-    graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None)
+    if graph is None:
+        graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None,
+                             path=d.path, task=d.task)
     temporal = hasattr(graph, "src") and hasattr(graph, "t")
     if config.mode == "temporal":
         if not temporal:

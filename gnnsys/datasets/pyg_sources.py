@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from gnnsys.datasets.errors import DatasetError
 from gnnsys.graph import Graph
+from gnnsys.interop.pyg import from_pyg, from_pyg_temporal
 from gnnsys.temporal_graph import TemporalGraph
 
 PLANETOID_RAW = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
@@ -41,23 +40,12 @@ def load_planetoid(name: str, entry: dict, root: Path, split: int = 0) -> Graph:
     dataset = Planetoid(str(root / "planetoid"), entry["pyg_name"])
     graph = planetoid_to_graph(dataset[0], name, dataset.num_classes,
                                metric=entry.get("metric", "accuracy"))
-    graph.meta["location"] = str(planetoid_dir(entry, root))
+    graph.meta = {"source": "planetoid", "split_kind": "standard",
+                  "location": str(planetoid_dir(entry, root))}
     return graph
 
 
-def planetoid_to_graph(data, name: str, num_classes: int, metric: str = "accuracy") -> Graph:
-    """Graph from a PyG `Data` with x, y, edge_index and train/val/test masks."""
-    num_nodes = int(data.num_nodes)
-    labels = data.y.numpy().astype(np.int64)
-    graph = Graph.from_edge_index(
-        data.edge_index.numpy(), num_nodes,
-        x=np.ascontiguousarray(data.x.numpy(), dtype=np.float32), y=labels,
-        num_classes=int(num_classes), name=name, metric=metric,
-        meta={"source": "planetoid", "split_kind": "standard"})
-    for part in ("train", "val", "test"):
-        mask = getattr(data, f"{part}_mask").numpy()
-        setattr(graph, f"{part}_idx", np.flatnonzero(mask & (labels >= 0)).astype(np.int64))
-    return graph
+planetoid_to_graph = from_pyg        # PyG's Data: x, y, edge_index, split masks
 
 
 # ----------------------------------------------------------------------------- jodie
@@ -79,27 +67,11 @@ def load_jodie(name: str, entry: dict, root: Path, split: int = 0) -> TemporalGr
 
     dataset = JODIEDataset(str(root / "jodie"), entry["pyg_name"])
     graph = jodie_to_temporal(dataset[0], name, metric=entry.get("metric", "ap"))
-    graph.meta["location"] = str(jodie_dir(entry, root))
+    graph.meta = {"source": "jodie", "location": str(jodie_dir(entry, root))}
     return graph
 
 
-def jodie_to_temporal(data, name: str, metric: str = "ap") -> TemporalGraph:
-    """TemporalGraph from PyG's `TemporalData` (src users, dst items already offset).
-
-    The split thresholds are the 70%/85% time quantiles, as in TGN.
-    """
-    src, dst, t = data.src.numpy(), data.dst.numpy(), data.t.numpy()
-    order = np.argsort(t, kind="stable")        # the csv files are sorted; make sure
-    msg = data.msg.numpy()
-    edge_feat = msg[order].astype(np.float32) if msg.ndim == 2 and msg.shape[1] else None
-    num_src_nodes = int(src.max()) + 1 if src.size else 0
-    return TemporalGraph(
-        src=src[order].astype(np.int64), dst=dst[order].astype(np.int64),
-        t=t[order].astype(np.int64),
-        num_nodes=max(int(dst.max()) + 1 if dst.size else 0, num_src_nodes),
-        edge_feat=edge_feat, bipartite=True, num_src_nodes=num_src_nodes, name=name,
-        metric=metric, edge_label=data.y.numpy()[order].astype(np.int64),
-        meta={"source": "jodie"})
+jodie_to_temporal = from_pyg_temporal   # users then items (offset), 70%/85% time split
 
 
 # ----------------------------------------------------------------------------- shared

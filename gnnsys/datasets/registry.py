@@ -1,4 +1,5 @@
-"""The dataset registry: reads `datasets.yaml`, lists its entries and dispatches loading.
+"""The dataset registry: reads `datasets.yaml` (extended by $GNNSYS_DATASETS_YAML's file,
+whose entries win on a shared name), lists its entries and dispatches loading.
 
 `load_dataset(name)` looks the name up, checks the entry, and hands it to the loader of its
 `source` (synthetic generator, offline bundle, Planetoid, OGB, JODIE). Loaders of the
@@ -56,19 +57,21 @@ def data_root(root: str | os.PathLike | None = None) -> Path:
 INSTALLED_REGISTRY_FILE = Path(sys.prefix) / "share" / "gnnsys" / "datasets.yaml"
 
 
-def registry_path() -> Path:
-    if os.environ.get(REGISTRY_ENV):
-        return Path(os.environ[REGISTRY_ENV])
-    return REGISTRY_FILE if REGISTRY_FILE.is_file() else INSTALLED_REGISTRY_FILE
+def registry_paths() -> list[Path]:
+    """The built-in registry, then $GNNSYS_DATASETS_YAML's (its entries win on a shared name)."""
+    builtin = REGISTRY_FILE if REGISTRY_FILE.is_file() else INSTALLED_REGISTRY_FILE
+    return [builtin] + ([Path(os.environ[REGISTRY_ENV])] if os.environ.get(REGISTRY_ENV) else [])
 
 
 def registry() -> dict:
-    """name -> entry of the registry file (validated; re-read when the file changes)."""
-    path = registry_path()
-    if not path.is_file():
-        raise DatasetError(f"dataset registry {path} not found; it is the top-level "
-                           f"datasets.yaml of the gnnsys checkout (or set ${REGISTRY_ENV})")
-    return _read_registry(str(path), path.stat().st_mtime_ns)
+    """name -> entry of the registry files (validated; re-read when a file changes)."""
+    entries = {}
+    for path, fix in zip(registry_paths(), ("it is the top-level datasets.yaml of the gnnsys "
+                                            "checkout", f"${REGISTRY_ENV} names it")):
+        if not path.is_file():
+            raise DatasetError(f"dataset registry {path} not found; {fix}")
+        entries.update(_read_registry(str(path), path.stat().st_mtime_ns))
+    return entries
 
 
 @functools.lru_cache(maxsize=4)
@@ -103,7 +106,7 @@ def lookup(name: str) -> dict:
         close = difflib.get_close_matches(name, list(entries), n=3, cutoff=0.5)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
         raise DatasetError(f"unknown dataset '{name}'.{hint} Run `gnnsys datasets` to list "
-                           f"the registered datasets (they are defined in {registry_path()}).")
+                           f"the registered datasets (defined in {' and '.join(map(str, registry_paths()))}).")
     return entries[name]
 
 
@@ -116,15 +119,29 @@ def _source_module(source: str):
     return importlib.import_module(f"gnnsys.datasets.{module}")
 
 
+def dataset_entry(name: str, path: str | None = None, task: str | None = None) -> dict:
+    """The registry entry of `name`, or of the user's bundle at `path`; `task`, if given,
+    must be the entry's (it decides whether a bundle is read as static or temporal)."""
+    if path:
+        from gnnsys.datasets.bundles import path_entry
+        return path_entry(path, task or "node_classification")
+    entry = lookup(name)
+    if task and task != entry["task"]:
+        raise DatasetError(f"dataset '{name}' is registered for {entry['task']}, not {task}; "
+                           "pick a dataset of that task or another mode")
+    return entry
+
+
 def load_dataset(name: str, root: str | os.PathLike | None = None, split: int = 0,
-                 params: dict | None = None):
-    """Load a registered dataset as a `Graph` (static) or `TemporalGraph` (temporal).
+                 params: dict | None = None, path: str | None = None, task: str | None = None):
+    """Load a dataset as a `Graph` (static) or `TemporalGraph` (temporal).
 
     root: data directory (see `data_root`); split: which standard split of a multi-split
     dataset (for datasets split at random, the seed offset of the split); params: overrides
-    of a synthetic generator's parameters. Raises DatasetError with the fix when it cannot.
+    of a synthetic generator's parameters; path: a bundle of one's own (docs/DATA.md), read
+    for `task`, instead of a registry name. Raises DatasetError with the fix when it cannot.
     """
-    entry = lookup(name)
+    entry = dataset_entry(name, path, task)
     if isinstance(split, bool) or not isinstance(split, int) or split < 0:
         raise DatasetError(f"dataset '{name}': split must be a non-negative integer, "
                            f"got {split!r}")
@@ -147,10 +164,11 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
     return infos
 
 
-def dataset_files(name: str, root: str | os.PathLike | None = None) -> str:
+def dataset_files(name: str, root: str | os.PathLike | None = None,
+                  path: str | None = None) -> str:
     """What the dataset's files on disk are now (name, bytes, last change), so that data
     derived from them (partitions) can tell when they changed. Generated datasets: ''."""
-    entry = lookup(name)
+    entry = dataset_entry(name, path)
     if entry["source"] == "synthetic":      # its cache is keyed by generator and params
         return ""
     _, path = _source_module(entry["source"]).locate(name, entry, data_root(root))

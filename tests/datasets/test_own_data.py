@@ -1,0 +1,195 @@
+"""A user's own graph: `dataset.path`, the Python API on PyG / DGL objects, an extra
+registry file, and the one-line messages for files that do not fit (docs/DATA.md)."""
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+import gnnsys
+from gnnsys.config import ConfigError, from_dict
+from gnnsys.datasets import DatasetError, list_datasets, load_dataset, registry
+from gnnsys.interop import to_pyg
+from gnnsys.testing import tiny_graph
+
+DATA_MD = Path(__file__).resolve().parents[2] / "docs" / "DATA.md"
+MINIBATCH = {"mode": "minibatch", "model": {"arch": "sage", "hidden": 16, "layers": 2},
+             "sampler": {"fanouts": [4, 4], "batch_size": 32, "threads": 1}}
+TEMPORAL = {"mode": "temporal", "model": {"arch": "tgn", "heads": 2, "dropout": 0.0},
+            "sampler": {"batch_size": 100, "threads": 1},
+            "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16,
+                         "num_neighbors": 5, "eval_negatives": 4}}
+
+
+def run_config(base: dict, run_dir: Path, **dataset) -> dict:
+    return {**base, "dataset": dataset, "run": {"dir": str(run_dir)},
+            "train": {"epochs": 2, "lr": 0.01, "progress": False, "seed": 0}}
+
+
+@pytest.fixture
+def doc_bundles(tmp_path, monkeypatch):
+    """The directory where DATA.md's numpy examples, run verbatim, wrote their files."""
+    blocks = re.findall(r"```python\n(.*?)```", DATA_MD.read_text(), flags=re.S)
+    assert len(blocks) == 2 and len(blocks[0].splitlines()) <= 15
+    monkeypatch.chdir(tmp_path)
+    for code in blocks:
+        exec(compile(code, str(DATA_MD), "exec"), {})
+    return tmp_path
+
+
+def test_doc_example_static_file_trains_by_path(doc_bundles):
+    config = from_dict(run_config(MINIBATCH, doc_bundles / "run", path="my_graph.npz"))
+    assert config.dataset.name == "my_graph" and config.dataset.task == "node_classification"
+    metrics = gnnsys.Trainer(config).fit()
+    assert metrics["test_acc"] > 0.6          # the features carry the class: far above 1/3
+
+
+def test_doc_example_temporal_file_trains_by_path(doc_bundles):
+    metrics = gnnsys.Trainer(run_config(TEMPORAL, doc_bundles / "run",
+                                        path="my_events.npz")).fit()
+    assert 0.0 <= metrics["test_ap"] <= 1.0
+
+
+def test_a_directory_of_npy_files_is_the_same_bundle(doc_bundles):
+    folder = doc_bundles / "my_graph"
+    folder.mkdir()
+    with np.load(doc_bundles / "my_graph.npz") as arrays:
+        for key in arrays.files:
+            np.save(folder / f"{key}.npy", arrays[key])
+    from_file = load_dataset("my_graph", path=str(doc_bundles / "my_graph.npz"))
+    from_dir = load_dataset("my_graph", path=str(folder))
+    np.testing.assert_array_equal(from_dir.indices, from_file.indices)
+    np.testing.assert_array_equal(from_dir.x, from_file.x)
+    np.testing.assert_array_equal(from_dir.test_idx, from_file.test_idx)
+
+
+def test_pyg_data_trains_through_the_python_api(tmp_path):
+    graph = tiny_graph(num_nodes=300, num_features=8, seed=3)
+    through_pyg = gnnsys.Trainer(run_config(MINIBATCH, tmp_path / "a"),
+                                 data=to_pyg(graph)).fit()
+    direct = gnnsys.training.fit(from_dict(run_config(MINIBATCH, tmp_path / "b")), graph)
+    assert through_pyg["test_acc"] == direct["test_acc"]
+
+
+def test_pyg_temporal_data_trains_through_the_python_api(tmp_path):
+    from torch_geometric.data import TemporalData
+
+    rng = np.random.default_rng(0)
+    t = np.sort(rng.integers(0, 10_000, 600))
+    data = TemporalData(src=torch.from_numpy(rng.integers(0, 30, 600)),
+                        dst=torch.from_numpy(rng.integers(30, 50, 600)),
+                        t=torch.from_numpy(t), msg=torch.rand(600, 3))
+    metrics = gnnsys.Trainer(run_config(TEMPORAL, tmp_path / "run"), data=data).fit()
+    assert 0.0 <= metrics["test_ap"] <= 1.0
+
+
+def test_data_of_the_wrong_kind_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="is temporal; use mode: temporal"):
+        from torch_geometric.data import TemporalData
+        data = TemporalData(src=torch.tensor([0, 1]), dst=torch.tensor([2, 3]),
+                            t=torch.tensor([1, 2]))
+        gnnsys.Trainer(run_config(MINIBATCH, tmp_path / "run"), data=data).fit()
+    with pytest.raises(TypeError, match="cannot train on a list"):
+        gnnsys.Trainer(run_config(MINIBATCH, tmp_path / "run"), data=[1, 2]).fit()
+
+
+def test_dgl_graph_trains_through_the_python_api(tmp_path):
+    pytest.importorskip("dgl")
+    from gnnsys.interop import to_dgl
+
+    graph = tiny_graph(num_nodes=300, num_features=8, seed=3)
+    metrics = gnnsys.Trainer(run_config(MINIBATCH, tmp_path / "run"), data=to_dgl(graph)).fit()
+    assert metrics["test_acc"] > 0.5
+
+
+def test_extra_registry_extends_the_built_in_one(doc_bundles, monkeypatch):
+    extra = doc_bundles / "mine.yaml"
+    entry = {"source": "bundle", "task": "node_classification", "metric": "roc_auc"}
+    extra.write_text(yaml.safe_dump({
+        "mine": {**entry, "file": str(doc_bundles / "my_graph.npz")},
+        "cora": {**entry, "file": str(doc_bundles / "my_graph.npz")}}))
+    monkeypatch.setenv(registry.REGISTRY_ENV, str(extra))
+    names = {info.name for info in list_datasets()}
+    assert {"mine", "cora", "synthetic-tiny", "wikipedia"} <= names    # built-ins stay
+    assert load_dataset("mine").metric == "roc_auc"
+    assert load_dataset("cora").num_nodes == 300                       # the user's file wins
+
+
+def test_missing_user_bundle_does_not_claim_the_project_ships_it(tmp_path, monkeypatch):
+    with pytest.raises(DatasetError) as err:
+        load_dataset("x", path=str(tmp_path / "nowhere.npz"))
+    assert_one_line(err, "nowhere.npz", "no such file")
+    extra = tmp_path / "mine.yaml"
+    extra.write_text(yaml.safe_dump({"gone": {"source": "bundle", "task": "link_prediction",
+                                              "metric": "ap", "file": "mine/gone.npz"}}))
+    monkeypatch.setenv(registry.REGISTRY_ENV, str(extra))
+    with pytest.raises(DatasetError) as err:
+        load_dataset("gone", root=tmp_path)
+    assert "mine/gone.npz" in str(err.value) and "Copy" not in str(err.value)
+
+
+def assert_one_line(err, *parts):
+    message = str(err.value)
+    assert "\n" not in message, message
+    for part in parts:
+        assert part in message, message
+    assert "docs/DATA.md" in message, message
+
+
+STATIC = dict(edge_index=np.array([[0, 1, 2, 3], [1, 2, 3, 0]]), y=np.array([0, 1, 0, 1]),
+              x=np.ones((4, 2), dtype=np.float32))
+TEMPORAL_EVENTS = dict(src=np.array([0, 1, 2]), dst=np.array([1, 2, 3]), t=np.array([1, 2, 3]))
+MALFORMED = {
+    "temporal file read as static": (TEMPORAL_EVENTS, "node_classification",
+                                     ["no array 'edge_index'", "train it with mode: temporal"]),
+    "static file read as temporal": (STATIC, "link_prediction",
+                                     ["no array 'src'", "with mode: minibatch or fullgraph"]),
+    "no labels": ({**STATIC, "y": None}, "node_classification", ["no array 'y'"]),
+    "edge_index not (2, E)": ({**STATIC, "edge_index": np.zeros((3, 4), dtype=np.int64)},
+                              "node_classification", ["'edge_index'", "(2, num_edges)"]),
+    "labels not 1-D": ({**STATIC, "y": np.zeros((4, 2), dtype=np.int64)},
+                       "node_classification", ["'y'", "(4, 2)"]),
+    "x rows differ": ({**STATIC, "x": np.ones((5, 2), dtype=np.float32)},
+                      "node_classification", ["'x' has 5 rows"]),
+    "train mask only": ({**STATIC, "train_mask": np.ones(4, dtype=bool)},
+                        "node_classification", ["no array 'val_mask'"]),
+    "mask too short": ({**STATIC, **{f"{p}_mask": np.ones(3, dtype=bool)
+                                     for p in ("train", "val", "test")}},
+                       "node_classification", ["'train_mask' has shape (3,)"]),
+    "events unsorted": ({**TEMPORAL_EVENTS, "t": np.array([3, 1, 2])}, "link_prediction",
+                        ["sorted"]),
+    "edge features per event": ({**TEMPORAL_EVENTS, "edge_feat": np.ones((2, 4))},
+                                "link_prediction", ["edge_feat has 2 rows"]),
+    "bipartite without num_src_nodes": ({**TEMPORAL_EVENTS, "bipartite": np.array(True)},
+                                        "link_prediction", ["no array 'num_src_nodes'"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_file_gets_one_line_naming_file_key_and_schema(case, tmp_path):
+    arrays, task, parts = MALFORMED[case]
+    path = tmp_path / "bad.npz"
+    np.savez(path, **{key: value for key, value in arrays.items() if value is not None})
+    with pytest.raises(DatasetError) as err:
+        load_dataset("bad", path=str(path), task=task)
+    assert_one_line(err, str(path), *parts)
+
+
+def test_unreadable_file_names_the_file_and_schema(tmp_path):
+    path = tmp_path / "bad.npz"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(DatasetError) as err:
+        load_dataset("bad", path=str(path))
+    assert_one_line(err, str(path), "not a readable .npz")
+
+
+def test_config_refuses_name_with_path_and_a_task_the_mode_does_not_train():
+    with pytest.raises(ConfigError, match="'dataset.name'.*'dataset.path' exclude each other"):
+        from_dict({"dataset": {"name": "cora", "path": "my_graph.npz"}})
+    with pytest.raises(ConfigError, match="'dataset.task' is 'link_prediction' but mode "
+                                          "'minibatch' trains node_classification"):
+        from_dict({"dataset": {"path": "my_graph.npz", "task": "link_prediction"}})
+    saved = from_dict({"dataset": {"path": "my_graph.npz"}}).to_dict()
+    assert from_dict(saved).dataset.name == "my_graph"      # a saved run config loads again
