@@ -26,6 +26,15 @@ def test_two_nodes_train_one_model(tiny_parts, dist_config, two_node_cluster):
                          cluster={"address": two_node_cluster.address})
     result = fit_distributed(config)
     assert result["workers"] == 2 and result["epochs"] == 2
-    # One CPU per node and one per worker: Ray had to place the workers on both nodes.
-    nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
-    assert len(nodes) == 2
+    # One CPU per node and one per worker: the workers must land on different nodes.
+    import sys
+    import ray.cloudpickle
+    from gnnsys.distributed import launch
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])   # actors can't import us
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    placed = launch(_node_of_worker, config)
+    assert len(alive) == 2 and sorted(placed) == sorted(alive), (placed, alive)
+
+
+def _node_of_worker(ctx, config):
+    return ray.get_runtime_context().get_node_id()

@@ -46,8 +46,10 @@ def test_batches_match_reference_features(parts, policy, replication):
 
     results = ThreadGroup(3).run(worker)
     for k, (info, stats) in enumerate(results):
-        assert info["cached_rows"] == (0 if policy == "none"
-                                       else min(int(replication * 500 / 3), info["cached_rows"]))
+        if policy == "none":
+            assert info["cached_rows"] == 0
+        else:                          # a cache exists, within its replication budget
+            assert 0 < info["cached_rows"] <= int(replication * 500 / 3)
         assert stats["batches"] == 3
         if policy == "none":
             assert stats["cache_hits"] == 0

@@ -35,4 +35,5 @@ def test_cache_effect_splits_every_read():
     effect = cache_effect(counts, book, 0, cached)
     assert effect.local_rows + effect.cache_hits + effect.remote_rows == counts.sum()
     assert effect.cache_hits == counts[150:200].sum()
-    assert 0.0 <= effect.hit_rate <= 1.0
+    assert effect.remote_rows == counts[200:].sum() and effect.cache_hits > 0
+    assert effect.hit_rate == effect.cache_hits / (effect.cache_hits + effect.remote_rows)
