@@ -167,7 +167,10 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
 def dataset_files(name: str, root: str | os.PathLike | None = None,
                   path: str | None = None) -> str:
     """What the dataset's files on disk are now (name, bytes, last change), so that data
-    derived from them (partitions) can tell when they changed. Generated datasets: ''."""
+    derived from them (partitions) can tell when they changed. Generated datasets, and
+    graphs handed over in memory under a name the registry does not know: ''."""
+    if not path and name not in registry():
+        return ""
     entry = dataset_entry(name, path)
     if entry["source"] == "synthetic":      # its cache is keyed by generator and params
         return ""
