@@ -64,7 +64,7 @@ def test_cli_train_and_errors(tmp_path, capsys, repo_root):
     assert "unknown config key 'model.hiden'" in capsys.readouterr().err
 
     assert main(["train", "--config", str(repo_root / "configs" / "quickstart.yaml"),
-                 "--set", "dataset.name=no-such-graph"]) == 1
+                 "--set", "dataset.name=no-such-graph"]) == 2     # bad input
     assert "no-such-graph" in capsys.readouterr().err
 
 
