@@ -122,6 +122,7 @@ def explain(err: BaseException) -> tuple[int, str]:
     """(exit code, one line) for a failure: 2 for bad input (config, dataset files, paths)."""
     from .datasets.errors import DatasetError
     from .distributed.launcher import WorkerFailure
+    from partition.format import PartitionError
     text = " ".join(str(err).split())
     if isinstance(err, Terminated):
         return 143, "terminated (SIGTERM); a train run continues with --resume"
@@ -131,6 +132,10 @@ def explain(err: BaseException) -> tuple[int, str]:
         return 2, f"config error: {text}"
     if isinstance(err, DatasetError):
         return 2, f"dataset error: {text}"
+    if isinstance(err, PartitionError):
+        return 2, f"partition error: {text}"
+    if isinstance(err, FloatingPointError):
+        return 1, f"training stopped: {text}"
     if isinstance(err, WorkerFailure):
         return 1, f"training failed: {text}"
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:

@@ -29,6 +29,7 @@ import time
 import numpy as np
 import torch
 
+from .config import ConfigError
 from .distributed import launch
 from .runlog import RunDir, progress
 
@@ -234,7 +235,7 @@ class TrainingLoop:
         state = self.comm.broadcast_object(state)
         if state is None:
             if self.ctx.attempt == 0:
-                raise FileNotFoundError(
+                raise ConfigError(
                     f"run.resume is set but {self.run_dir.path} holds no checkpoint; drop "
                     "--resume (run.resume) to start a new run there")
             return                             # recovering before the first checkpoint
@@ -290,7 +291,7 @@ def resume_changes(old: dict, new: dict, where) -> dict:
     changed = {k: [a, b] for k, (a, b) in _pairs(old, new).items() if a != b}
     frozen = [k for k in changed if not k.startswith(RESUMABLE)]
     if frozen:
-        raise ValueError(f"cannot resume the run in {where} with changed " + ", ".join(
+        raise ConfigError(f"cannot resume the run in {where} with changed " + ", ".join(
             f"{k} ({changed[k][0]!r} -> {changed[k][1]!r})" for k in frozen)
             + "; restore them, or start a new run (another run.dir, or drop --resume)")
     return {k: v for k, v in changed.items() if k != "run.resume"}

@@ -28,7 +28,7 @@ def test_resume_of_an_empty_run_dir_is_one_line(tmp_path, repo_root, capsys):
     run = tmp_path / "never-trained"
     code = main(train_args(repo_root, run, 1, "--resume"))
     err = capsys.readouterr().err
-    assert code != 0 and err.count("\n") == 1 and "Traceback" not in err
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert "holds no checkpoint" in err and str(run) in err
 
 
@@ -45,7 +45,7 @@ def test_partition_of_an_unpartitionable_mode_is_one_line(tmp_path, capsys):
     cfg.write_text("mode: temporal\ndataset: {name: synthetic-tiny}\nmodel: {arch: tgn}\n")
     code = main(["partition", "--config", str(cfg)])
     err = capsys.readouterr().err
-    assert code != 0 and err.startswith("gnnsys: ") and err.count("\n") == 1
+    assert code == 2 and err.startswith("gnnsys: ") and err.count("\n") == 1
     assert "mode 'temporal'" in err
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnsys.config import from_dict
+from gnnsys.config import ConfigError, from_dict
 from gnnsys.runlog import RunDir, read_metrics
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
@@ -80,7 +80,7 @@ def test_resume_refuses_changed_model_and_applies_a_new_lr(tmp_path):
     run, graph = tmp_path / "run", tiny_graph(num_nodes=80)
     fit(_config(run), graph)
     saved = (run / "config.yaml").read_text()
-    with pytest.raises(ValueError, match=r"changed model.hidden \(8 -> 16\)"):
+    with pytest.raises(ConfigError, match=r"changed model.hidden \(8 -> 16\)"):
         fit(_config(run, model={"hidden": 16}, run={"resume": True}), graph)
     assert (run / "config.yaml").read_text() == saved       # written only after the check
     fit(_config(run, train={"epochs": 3, "lr": 0.05}, run={"resume": True}), graph)
