@@ -136,7 +136,7 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
     assert "2 parts (metis), edge cut" in capsys.readouterr().out
     victim = next((tmp_path / "data" / "parts").glob("*/part-0/x.npy"))
     victim.write_bytes(victim.read_bytes()[:-8])
-    assert main(["partition", "--config", str(cfg)]) == 1
+    assert main(["partition", "--config", str(cfg)]) == 2        # bad input: corrupt parts
     assert "part-0/x.npy has" in capsys.readouterr().err
 
     run = tmp_path / "run"
