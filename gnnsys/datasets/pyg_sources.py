@@ -35,10 +35,15 @@ def load_planetoid(name: str, entry: dict, root: Path, split: int = 0) -> Graph:
                            f"split); split={split} is out of range (use 0)")
     _require_files(name, planetoid_raw_files(entry, root),
                    f"the Planetoid raw files from {PLANETOID_URL}")
-    from torch_geometric.datasets import Planetoid
+    from unittest import mock
+    from torch_geometric.io import planetoid as planetoid_io
 
-    dataset = Planetoid(str(root / "planetoid"), entry["pyg_name"])
-    graph = planetoid_to_graph(dataset[0], name, dataset.num_classes,
+    # PyG's reader, minus its processed cache (a pickle PyG may load with code) and with
+    # the raw pickles read by an unpickler that only builds arrays, sparse matrices, dicts
+    with mock.patch.object(planetoid_io, "pickle", _ArrayPickle):
+        data = planetoid_io.read_planetoid_data(str(planetoid_dir(entry, root) / "raw"),
+                                                entry["pyg_name"])
+    graph = planetoid_to_graph(data, name, int(data.y.max()) + 1,
                                metric=entry.get("metric", "accuracy"))
     graph.meta = {"source": "planetoid", "split_kind": "standard",
                   "location": str(planetoid_dir(entry, root))}
@@ -63,10 +68,22 @@ def load_jodie(name: str, entry: dict, root: Path, split: int = 0) -> TemporalGr
                            "is out of range (use 0)")
     _require_files(name, [jodie_raw_file(entry, root)],
                    f"the JODIE csv from {JODIE_URL.format(entry['pyg_name'])}")
-    from torch_geometric.datasets import JODIEDataset
+    import pandas as pd
+    import torch
+    from torch_geometric.data import TemporalData
 
-    dataset = JODIEDataset(str(root / "jodie"), entry["pyg_name"])
-    graph = jodie_to_temporal(dataset[0], name, metric=entry.get("metric", "ap"))
+    # PyG's JODIE processing (user ids, then item ids after them), from the csv directly:
+    # PyG would keep and later load a processed pickle
+    path = jodie_raw_file(entry, root)
+    try:
+        df = pd.read_csv(path, skiprows=1, header=None)
+        columns = [torch.from_numpy(df.iloc[:, k].to_numpy()).long() for k in range(4)]
+    except (ValueError, IndexError, pd.errors.ParserError) as err:
+        raise DatasetError(f"dataset '{name}': {path} is not a JODIE csv ({err})") from None
+    src, dst, t, y = columns
+    data = TemporalData(src=src, dst=dst + int(src.max()) + 1, t=t, y=y,
+                        msg=torch.from_numpy(df.iloc[:, 4:].to_numpy()).float())
+    graph = jodie_to_temporal(data, name, metric=entry.get("metric", "ap"))
     graph.meta = {"source": "jodie", "location": str(jodie_dir(entry, root))}
     return graph
 
@@ -75,6 +92,30 @@ jodie_to_temporal = from_pyg_temporal   # users then items (offset), 70%/85% tim
 
 
 # ----------------------------------------------------------------------------- shared
+class _ArrayPickle:
+    """`pickle` as Planetoid's reader uses it, restricted to the classes its files hold:
+    a crafted file cannot name (and so cannot call) anything else."""
+
+    ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+               ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+               ("numpy._core.multiarray", "scalar"), ("scipy.sparse.csr", "csr_matrix"),
+               ("scipy.sparse._csr", "csr_matrix"), ("collections", "defaultdict"),
+               ("builtins", "list"), ("builtins", "set")}
+
+    @classmethod
+    def load(cls, file, encoding="ASCII"):
+        import pickle
+
+        class Unpickler(pickle.Unpickler):
+            def find_class(self, module, name):
+                if (module, name) not in cls.ALLOWED:
+                    raise DatasetError(f"{getattr(file, 'path', file)} holds {module}.{name}, "
+                                       "which a Planetoid file never does; refusing to load it")
+                return super().find_class(module, name)
+        return Unpickler(file, encoding=encoding).load()
+
+
+
 def _require_files(name: str, files: list[Path], what: str) -> None:
     missing = [f for f in files if not f.is_file()]
     if missing:

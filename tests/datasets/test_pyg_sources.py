@@ -81,7 +81,7 @@ def test_jodie_loads_from_standard_layout(data_dir):
     assert g.edge_feat.shape == (200, 4) and g.edge_feat.dtype == np.float32
     np.testing.assert_array_equal(g.t, t)
     assert g.val_time == pytest.approx(np.quantile(t, 0.70))
-    again = load_dataset("jodie-mooc", root=data_dir)      # from PyG's processed file now
+    again = load_dataset("jodie-mooc", root=data_dir)      # read from the csv again
     np.testing.assert_array_equal(again.dst, g.dst)
 
 
@@ -95,3 +95,36 @@ def test_jodie_to_temporal_sorts_by_time():
     assert g.t.tolist() == [1, 3, 5] and g.src.tolist() == [1, 0, 0]
     assert g.edge_label.tolist() == [1, 0, 0]
     assert g.edge_feat is None and g.num_nodes == 4 and g.num_src_nodes == 2
+
+
+class _Payload:
+    """Unpickling this would create the marker directory."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.makedirs, (str(self.marker),))
+
+
+def test_crafted_planetoid_and_jodie_files_run_nothing(data_dir, tmp_path):
+    import torch
+    from gnnsys.datasets import DatasetError
+    marker = tmp_path / "pwned"
+    raw = data_dir / "planetoid" / "Cora" / "raw"
+    write_fake_planetoid(raw)
+    processed = raw.parent / "processed"                   # PyG's cache: never read
+    processed.mkdir()
+    for name in ("data.pt", "pre_transform.pt", "pre_filter.pt"):
+        torch.save(_Payload(marker), processed / name)
+    assert load_dataset("planetoid-cora", root=data_dir).num_nodes == 620
+    with open(raw / "ind.cora.graph", "wb") as handle:     # a raw pickle with a payload
+        pickle.dump({0: _Payload(marker)}, handle)
+    with pytest.raises(DatasetError, match="ind.cora.graph holds .*refusing"):
+        load_dataset("planetoid-cora", root=data_dir)
+    write_fake_jodie_csv(data_dir / "jodie" / "mooc" / "raw" / "mooc.csv")
+    (data_dir / "jodie" / "mooc" / "processed").mkdir()
+    torch.save(_Payload(marker), data_dir / "jodie" / "mooc" / "processed" / "data.pt")
+    assert load_dataset("jodie-mooc", root=data_dir).num_events == 200
+    assert not marker.exists()
