@@ -28,7 +28,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 import torch
-from torch_geometric.data import Data, HeteroData
+from torch_geometric.data import Data, FeatureStore, HeteroData, TensorAttr
 from torch_geometric.loader import NeighborLoader as PygNeighborLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.base import NumNeighbors
@@ -54,10 +54,11 @@ def _homogeneous_csc(data):
     if isinstance(data, Data):
         colptr, row, perm = to_csc(data, device="cpu")
     elif isinstance(data, (tuple, list)) and len(data) == 2:
-        colptrs, rows, perms = data[1].csc()
-        if list(colptrs) != [None]:
-            raise unsupported(f"heterogeneous graph stores (edge types {list(colptrs)})")
-        colptr, row, perm = colptrs[None], rows[None], perms[None]
+        row, colptr, perm = data[1].csc()       # tensors; dicts by edge type if hetero
+        if isinstance(colptr, dict):
+            if list(colptr) != [None]:
+                raise unsupported(f"heterogeneous graph stores (edge types {list(colptr)})")
+            colptr, row, perm = colptr[None], row[None], perm[None]
     else:
         raise TypeError(f"gnnsys.pyg: data must be a torch_geometric Data or a "
                         f"(FeatureStore, GraphStore) pair, got {type(data).__name__}")
@@ -220,3 +221,65 @@ class NeighborLoader(PygNeighborLoader):
 
     def __repr__(self) -> str:
         return f"gnnsys.pyg.NeighborLoader(fanouts={self.node_sampler.fanouts})"
+
+
+class PartitionFeatureStore(FeatureStore):
+    """gnnsys's on-disk partitions (`gnnsys partition`) as a read-only PyG FeatureStore:
+    `x` and `y` of any node id (the parts' ids), gathered part by part from the memory-
+    mapped files, so features larger than memory feed PyG's loaders. The SALIENT++ cache
+    and remote fetch of a K-worker run are collectives every rank calls in step, which a
+    per-process PyG loader cannot drive: training over K workers is `gnnsys train`'s."""
+
+    def __init__(self, parts_path):
+        from partition.format import PartitionSet
+        super().__init__()
+        self.parts = PartitionSet(parts_path)
+        self.names = [n for n in ("x", "y") if self.parts.array(0, n) is not None]
+
+    def _serves(self, attr) -> bool:
+        group = attr.group_name if attr.is_set("group_name") else None
+        return group is None and attr.attr_name in self.names
+
+    def _get_tensor(self, attr):
+        if not self._serves(attr):
+            return None
+        book, num = self.parts.book, self.parts.book.num_nodes
+        ids = torch.arange(num) if not attr.is_set("index") or attr.index is None \
+            else torch.as_tensor(attr.index).reshape(-1)
+        ids = ids.numpy().astype(np.int64)
+        owner = book.owner(ids)
+        first = self.parts.array(0, attr.attr_name)
+        out = np.empty((len(ids),) + first.shape[1:], dtype=first.dtype)
+        for k in np.unique(owner):
+            mine = owner == k
+            out[mine] = self.parts.array(int(k), attr.attr_name)[book.local(ids[mine], int(k))]
+        return torch.from_numpy(out)
+
+    def _get_tensor_size(self, attr):
+        if not self._serves(attr):
+            return None
+        shape = self.parts.array(0, attr.attr_name).shape[1:]
+        return (self.parts.book.num_nodes,) + tuple(shape)
+
+    def get_all_tensor_attrs(self):
+        return [TensorAttr(group_name=None, attr_name=name) for name in self.names]
+
+    def _put_tensor(self, tensor, attr) -> bool:
+        raise ValueError("gnnsys.pyg.PartitionFeatureStore is read-only: partitions are "
+                         "written by `gnnsys partition`")
+
+    def _remove_tensor(self, attr) -> bool:
+        raise ValueError("gnnsys.pyg.PartitionFeatureStore is read-only")
+
+
+def partition_stores(parts_path):
+    """(FeatureStore, GraphStore) of gnnsys partitions for PyG loaders, e.g.
+    `NeighborLoader(partition_stores(path), [10, 5], input_nodes=train_ids)`."""
+    from torch_geometric.distributed import LocalGraphStore
+    features = PartitionFeatureStore(parts_path)
+    indptr, indices = features.parts.full_csr()
+    src = torch.from_numpy(np.asarray(indices, dtype=np.int64))
+    dst = torch.repeat_interleave(torch.arange(len(indptr) - 1), torch.from_numpy(np.diff(indptr)))
+    graph = LocalGraphStore.from_data(torch.arange(len(src)), torch.stack([src, dst]),
+                                      num_nodes=len(indptr) - 1)
+    return features, graph

@@ -254,3 +254,33 @@ def test_pyg_data_without_features_still_samples():
     batch = next(iter(NeighborLoader(data, [2], batch_size=1)))
     assert batch.n_id.tolist() == [0, 1, 2] or batch.n_id.tolist() == [0, 2, 1]
     assert batch.num_sampled_nodes == [1, 2] and batch.num_sampled_edges == [2]
+
+
+def test_partitions_as_pyg_feature_and_graph_stores(tmp_path):
+    from gnnsys.pyg import NeighborLoader, PartitionFeatureStore, partition_stores
+    from gnnsys.testing import tiny_graph
+    from partition.build import build_partitions
+    from partition.format import PartitionSet
+    g = tiny_graph(num_nodes=300, num_features=6, seed=4)
+    build_partitions(g, tmp_path / "parts", method="random", num_parts=3, fanouts=[3, 3],
+                     batch_size=16)
+    parts = PartitionSet(tmp_path / "parts")
+    x_all = np.concatenate([parts.array(k, "x") for k in range(3)])
+    features, graph = partition_stores(tmp_path / "parts")
+    ids = torch.tensor([299, 0, 150, 7, 7])
+    got = features.get_tensor(group_name=None, attr_name="x", index=ids)
+    assert torch.equal(got, torch.from_numpy(x_all[ids.numpy()]))
+    assert features.get_tensor_size(attr_name="x") == (300, 6)
+    with pytest.raises(ValueError, match="read-only"):
+        features.put_tensor(torch.zeros(300, 6), group_name=None, attr_name="x", index=None)
+    indptr, indices = parts.full_csr()
+    train = torch.from_numpy(parts.global_split("train_idx"))
+    loader = NeighborLoader((features, graph), [3, 2], input_nodes=train, batch_size=32)
+    batch = next(iter(loader))
+    assert torch.equal(batch.x, torch.from_numpy(x_all[batch.n_id.numpy()]))
+    assert torch.equal(batch.n_id[:batch.batch_size], train[:batch.batch_size])
+    edges = set(zip(np.asarray(indices).tolist(),
+                    np.repeat(np.arange(300), np.diff(indptr)).tolist()))
+    src, dst = batch.n_id[batch.edge_index]
+    assert all((int(a), int(b)) in edges for a, b in zip(src, dst))
+    assert isinstance(features, PartitionFeatureStore)
