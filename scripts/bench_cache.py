@@ -37,8 +37,10 @@ DEFAULT_DATASETS = ["synthetic-products", "tolokers", "github"]
 
 
 def measure(graph, num_parts: int, fanouts, batch_size: int, replications, method: str,
-            seed: int = 0, show: bool = True) -> dict:
-    """Remote rows per epoch (summed over parts) per policy and replication."""
+            seed: int = 0, show: bool = True, empirical: int = 0) -> dict:
+    """Remote rows per epoch (summed over parts) per policy and replication. `empirical`
+    > 0 adds the policy 'sampled': the reads of that many other simulated epochs, a
+    Monte-Carlo estimate of the inclusion probability (what VIP approximates)."""
     t0 = time.perf_counter()
     parts = assign_parts(graph, method, num_parts, seed)
     quality = partition_quality(graph.indptr, graph.indices, parts, num_parts, graph.train_idx)
@@ -49,7 +51,8 @@ def measure(graph, num_parts: int, fanouts, batch_size: int, replications, metho
     train = np.sort(new_of_old[np.asarray(graph.train_idx)])
     sampler = FusedSampler(indptr, indices, fanouts)
 
-    remote = {(p, a): 0 for p in ("none", "degree", "vip") for a in replications}
+    policies = ("none", "degree", "vip") + (("sampled",) if empirical else ())
+    remote = {(p, a): 0 for p in policies for a in replications}
     hits = dict.fromkeys(remote, 0)
     total_reads = 0
     spearman, pearson = [], []
@@ -65,6 +68,12 @@ def measure(graph, num_parts: int, fanouts, batch_size: int, replications, metho
         t2 = time.perf_counter()
         weights = {p: cache_weights(p, indptr, indices, book, k, own_train, fanouts,
                                     batch_size) for p in ("none", "degree", "vip")}
+        if empirical:                    # other epochs' reads (other seeds), own rows 0
+            sampled = sum(epoch_access_counts(sampler, own_train, batch_size,
+                                              seed=seed + 1000 * (e + 1) + k)
+                          for e in range(empirical)).astype(np.float64)
+            sampled[lo:hi] = 0.0
+            weights["sampled"] = sampled
         t_sample += t2 - t1
         t_vip += time.perf_counter() - t2
         total_reads += int(counts.sum())
@@ -105,6 +114,12 @@ def print_table(result: dict, replications) -> None:
         hit = r["hits"][("vip", a)] / max(r["hits"][("vip", a)] + vip, 1)
         print(f"| {a} | {none:,} | {deg:,} | {vip:,} | {none / max(vip, 1):.2f}x | "
               f"{deg / max(vip, 1):.2f}x | {hit:.1%} |")
+    if ("sampled", replications[0]) in r["remote"]:
+        print("\n| alpha | vip | sampled (Monte-Carlo estimate) | vip / sampled |")
+        print("|---|---|---|---|")
+        for a in replications:
+            vip, mc = r["remote"][("vip", a)], r["remote"][("sampled", a)]
+            print(f"| {a} | {vip:,} | {mc:,} | {vip / max(mc, 1):.3f} |")
     print(f"\nVIP vs measured reads over remote vertices: Spearman {r['spearman']:.3f}, "
           f"Pearson (expected reads = VIP x batches) {r['pearson']:.3f}")
     print(f"time: partition {r['partition_s']:.1f}s, sampling {r['sample_s']:.1f}s, "
@@ -125,13 +140,16 @@ def main(argv=None) -> None:
                         help="also measure a synthetic dataset generated with these params "
                              "changed (repeatable; generated in memory, not cached)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--empirical", type=int, default=0, metavar="EPOCHS",
+                        help="also cache by the reads of this many other simulated epochs")
     args = parser.parse_args(argv)
     print(f"# Remote feature rows per epoch: {args.parts} parts, fanouts "
           f"{','.join(map(str, args.fanouts))}, batch {args.batch_size}")
     for name in args.datasets:
         for graph in graphs(name, args.variant):
             result = measure(graph, args.parts, args.fanouts, args.batch_size,
-                             args.replication, args.method, args.seed)
+                             args.replication, args.method, args.seed,
+                             empirical=args.empirical)
             print_table(result, args.replication)
 
 
