@@ -112,6 +112,10 @@ class _Worker:
             loopback = [n for _, n in socket.if_nameindex() if n.startswith("lo")]
             if loopback:
                 os.environ.setdefault("GLOO_SOCKET_IFNAME", loopback[0])
+        elif iface := _interface_of(_node_ip()):
+            # Across nodes gloo would advertise the address its host name resolves to
+            # (often loopback): bind it to the interface holding this Ray node's address.
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", iface)
         backend = _backend(config, self.device)
         timeout = timedelta(seconds=config.cluster.timeout_s)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
@@ -146,6 +150,24 @@ def _is_collective_failure(err: BaseException) -> bool:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0] if text else ''}"[:300]
+
+
+def _interface_of(ip: str) -> str | None:
+    """The name of the network interface holding address `ip` (Linux), else None."""
+    try:
+        import fcntl
+        import struct
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _, name in socket.if_nameindex():
+                try:     # SIOCGIFADDR: the interface's IPv4 address
+                    raw = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))
+                except OSError:
+                    continue
+                if socket.inet_ntoa(raw[20:24]) == ip:
+                    return name
+    except (ImportError, OSError):
+        pass
+    return None
 
 
 def _node_ip() -> str:
