@@ -51,7 +51,12 @@ def pyg_epochs(loader_cls, data, args) -> dict:
             if batch is None:
                 break
             optimizer.zero_grad()
-            out = model(batch.x, batch.edge_index)[:batch.batch_size]
+            # PyG's hierarchical trimming (trim_to_layer): layer l computes only the nodes
+            # later layers need, as gnnsys's blocks do; without it every layer runs on
+            # every sampled node
+            out = model(batch.x, batch.edge_index,
+                        num_sampled_nodes_per_hop=batch.num_sampled_nodes,
+                        num_sampled_edges_per_hop=batch.num_sampled_edges)[:batch.batch_size]
             F.cross_entropy(out, batch.y[:batch.batch_size]).backward()
             optimizer.step()
         epoch_s.append(time.perf_counter() - started)
