@@ -62,7 +62,11 @@ def _train(mode: str, config: dict) -> subprocess.CompletedProcess:
 
 
 def _final_state(run_dir: Path) -> dict:
-    return torch.load(run_dir / "checkpoint.pt", weights_only=True)["current"]["model"]
+    """The model's and the optimizer's tensors in the run's last checkpoint, by name."""
+    state = torch.load(run_dir / "checkpoint.pt", weights_only=True)
+    optimizer = {f"adam.{p}.{k}": v for p, per in state["optimizer"]["state"].items()
+                 for k, v in per.items()}
+    return {**state["current"]["model"], **optimizer}
 
 
 @pytest.mark.parametrize("mode", sorted(RUNS))
@@ -86,6 +90,7 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [2]
 
     a, b = _final_state(tmp_path / "straight"), _final_state(tmp_path / "crashed")
+    assert a.keys() == b.keys() and any(k.startswith("adam.") for k in a)
     for name, value in a.items():
         torch.testing.assert_close(b[name], value, rtol=0, atol=0, msg=name)
     final_a = json.loads(straight.stdout.strip().splitlines()[-1])

@@ -86,3 +86,14 @@ def test_mismatch_and_missing_manifest_are_named(parts_dir, tmp_path):
     manifest.write_text(json.dumps(data))
     with pytest.raises(PartitionError, match="format version 99"):
         PartitionSet(path)
+
+
+def test_missing_part_file_and_unparsable_manifest_are_named(parts_dir):
+    _, path = parts_dir
+    (path / "part-0" / "y.npy").unlink()
+    with pytest.raises(PartitionError, match=r"part-0/y.npy is missing; delete .* and "
+                                             "partition again"):
+        PartitionSet(path).verify(checksums=False)
+    (path / "manifest.json").write_text('{"format_version": 1, "offsets": [0, ')
+    with pytest.raises(PartitionError, match=r"manifest.json is corrupt .*partition again"):
+        PartitionSet(path)
