@@ -113,6 +113,8 @@ def main(argv=None) -> int:
     parser.add_argument("--measure", type=int, default=0,
                         help="train on this many Ray workers per setting (0 = skip)")
     parser.add_argument("--epochs", type=int, default=1, help="epochs per measured run")
+    parser.add_argument("--edgebank", action="store_true",
+                        help="EdgeBank (unlimited, time window) on the model's val/test batches")
     args = parser.parse_args(argv)
     config = gnnsys.load_config(args.config, overrides=args.set)
     if config.mode != "temporal":
@@ -127,7 +129,23 @@ def main(argv=None) -> int:
         part_simulated(config, events, counts)
     if args.measure:
         part_measured(config, graph, args.measure, args.epochs)
+    if args.edgebank:
+        part_edgebank(config, events)
     return 0
+
+
+def part_edgebank(config, events) -> None:
+    """The memorisation baseline on the model's own evaluation batches and negatives
+    (those of a run with this config's train.epochs)."""
+    from gnnsys.temporal.edgebank import edgebank_metrics
+    rows = []
+    for window in (False, True):
+        m = {**edgebank_metrics(config, events, "val", window),
+             **edgebank_metrics(config, events, "test", window)}
+        rows.append(["time window" if window else "unlimited", f"{m['val_ap']:.4f}",
+                     f"{m['test_ap']:.4f}", f"{m['test_mrr']:.4f}"])
+    print("\n### EdgeBank on the model's evaluation batches\n")
+    print(table(rows, ["EdgeBank", "val AP", "test AP", "test MRR"]))
 
 
 if __name__ == "__main__":
