@@ -43,8 +43,11 @@ def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
     """Refuse NaN / infinite inputs at load: they would train to chance without a word."""
     if rows is None:
         return
-    bad = np.concatenate([~np.isfinite(np.asarray(rows[i:i + chunk])).reshape(
-        len(rows[i:i + chunk]), -1).all(1) for i in range(0, len(rows), chunk)] or [[]])
+    bad = []
+    for start in range(0, len(rows), chunk):      # chunks: a memory-mapped array stays on disk
+        block = np.asarray(rows[start:start + chunk])
+        bad.append(~np.isfinite(block).reshape(len(block), -1).all(1))
+    bad = np.concatenate(bad) if bad else np.zeros(0, dtype=bool)
     if bad.any():
         raise ValueError(f"dataset '{name}': {int(bad.sum())} {what} rows hold NaN or "
                          f"infinite values (first: row {int(np.flatnonzero(bad)[0])}); "
