@@ -219,8 +219,11 @@ class TrainingLoop:
         self.mode.load_state_dict(snapshot["mode"])
 
     def _checkpoint(self) -> None:
+        # an epoch that was just selected is its own snapshot: no second gather (temporal
+        # memory) or copy, and the file holds it once
+        current = self.best if self.best_epoch == self.epoch else self._snapshot()
         state = {"epoch": self.epoch, "best_val": self.best_val, "best_epoch": self.best_epoch,
-                 "best": self.best, "best_eval": self.best_eval, "current": self._snapshot(),
+                 "best": self.best, "best_eval": self.best_eval, "current": current,
                  "optimizer": self.optimizer.state_dict(),
                  "rng": self.comm.all_gather_object(_rng_state()), "config": self.config.to_dict()}
         self.run_dir.save_checkpoint(state)
