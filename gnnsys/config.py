@@ -58,7 +58,7 @@ class SamplerConfig:
     fanouts: list = field(default_factory=lambda: [15, 10])   # per hop, seed outward; -1 = all
     batch_size: int = 1024               # seeds per batch (per worker)
     eval_batch_size: int = 4096          # seeds per batch in layer-wise inference
-    device: str = "auto"                 # auto | cpu | cuda
+    device: str = "auto"                 # where the sampler reads: auto | cpu | cuda
     threads: int | None = None           # numba/torch threads; default: the cores available
     prefetch: int = 2                    # batches prepared ahead by the background thread
     drop_last: bool = False
@@ -71,6 +71,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0                        # seeds sampling, init and shuffling
     eval_every: int = 1                  # evaluate on the validation split every N epochs
+    device: str = "auto"                 # where the model trains: auto | cpu | cuda
     progress: bool = True                # per-epoch progress bars
 
 
@@ -170,12 +171,13 @@ def _choices(mode: str) -> list:
     from samplers import fused_gpu, temporal as neighbours
 
     from .datasets import for_run
-    from .distributed import comm
+    from .distributed import comm, launcher
     from .fullgraph import assign, halo, model as fullgraph, quantize
     from .minibatch.store import policy
     from .models import block_gnn, norm
     from .temporal import exchange, models as temporal
     allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+               "train.device": launcher.DEVICES,
                "dataset.normalize_features": for_run.NORMALIZATIONS,
                "cluster.backend": comm.BACKENDS, "partition.method": build.METHODS,
                "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
@@ -303,11 +305,17 @@ def validate(cfg: Config) -> Config:
                             for f in s.fanouts):
         raise ConfigError(f"config key 'sampler.fanouts' is {s.fanouts!r}; use a list of "
                           "positive integers (or -1 for all neighbours), e.g. [15, 10]")
-    if s.device == "cuda" and cfg.cluster.workers == 1:    # it runs here: know it now
-        from numba import cuda                 # (numba's CUDA simulator stands in for tests)
-        if not cuda.is_available():
-            raise ConfigError("config key 'sampler.device' is 'cuda' but no CUDA GPU is "
-                              "visible; use 'auto' or 'cpu'")
+    if cfg.cluster.workers == 1:               # it runs here: know it now
+        if s.device == "cuda":
+            from numba import cuda             # (numba's CUDA simulator stands in for tests)
+            if not cuda.is_available():
+                raise ConfigError("config key 'sampler.device' is 'cuda' but no CUDA GPU is "
+                                  "visible; use 'auto' or 'cpu'")
+        import torch
+        if cfg.train.device == "cuda" and not torch.cuda.is_available():
+            raise ConfigError("config key 'train.device' is 'cuda' but torch sees no CUDA GPU "
+                              f"(torch {torch.__version__}); use 'auto' or 'cpu', or install "
+                              "a CUDA build of torch")
     if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
         raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
                           f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")

@@ -111,6 +111,7 @@ class GpuFusedSampler:
     lanes: threads per target / per copied row (32 = a warp); groups_per_block: targets
         per thread block.
     """
+    device_resident = True        # sample(on_device=True) hands out its device buffers
 
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None, *,
                  budgets: TierBudgets | None = None, hotness=None,

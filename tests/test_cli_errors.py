@@ -54,6 +54,8 @@ def test_cuda_without_a_gpu_is_refused_before_any_work(capsys, monkeypatch):
     code, err = run_cli(capsys, "train", "-c", QUICKSTART,
                         "--set", "sampler.device=cuda")
     assert code == 2 and "'sampler.device' is 'cuda' but no CUDA GPU" in one_line(err)
+    code, err = run_cli(capsys, "train", "-c", QUICKSTART, "--set", "train.device=cuda")
+    assert code == 2 and "'train.device' is 'cuda' but torch sees no CUDA GPU" in one_line(err)
 
 
 @pytest.fixture()

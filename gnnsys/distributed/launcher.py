@@ -70,13 +70,18 @@ def set_threads(threads: int) -> None:
 
 
 def _pick_device(config, rank: int) -> torch.device:
-    want = config.sampler.device
+    """The worker's torch device (`train.device`; 'auto' = its GPU when it sees one)."""
+    want = config.train.device
     if want == "cuda" or (want == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
-            raise ConfigError("sampler.device is 'cuda' but no CUDA GPU is visible to worker "
-                              f"{rank}; use 'auto' or 'cpu'")
+            raise ConfigError("train.device is 'cuda' but no CUDA GPU is visible to worker "
+                              f"{rank}; use 'auto' or 'cpu', or give each worker a GPU "
+                              "(cluster.gpus_per_worker: 1)")
         return torch.device("cuda", torch.cuda.current_device())
     return torch.device("cpu")
+
+
+DEVICES = ("auto", "cpu", "cuda")        # train.device
 
 
 def _backend(config, device: torch.device) -> str:
@@ -219,6 +224,10 @@ def check_resources(ray, config) -> None:
                 f"{world * per_worker:g} {resource}s but the Ray cluster has "
                 f"{have.get(resource, 0):g}; lower cluster.{key} or join a cluster with "
                 f"more {resource}s (cluster.address)")
+    if have.get("GPU", 0) and not config.cluster.gpus_per_worker and config.train.device != "cpu":
+        log.warning("the Ray cluster has %g GPUs but cluster.gpus_per_worker is 0, so the "
+                    "workers see none and train on CPU; set cluster.gpus_per_worker: 1",
+                    have["GPU"])
 
 
 def launch(fn, config, *args) -> list:

@@ -54,21 +54,40 @@ class MiniBatch:
                        missing=move(self.missing))
 
     @classmethod
-    def from_sampled(cls, sub, labels: np.ndarray | None = None,
-                     copy_x: bool = True) -> "MiniBatch":
-        """Wrap a `samplers.SampledSubgraph`; `copy_x` detaches x from the sampler's
+    def from_sampled(cls, sub, labels=None, copy_x: bool = True) -> "MiniBatch":
+        """Wrap a `samplers.SampledSubgraph` without moving it: host arrays become CPU
+        tensors, the GPU sampler's device arrays (`sample(on_device=True)`) CUDA tensors
+        over the same memory. `labels` (numpy or a tensor; keep a tensor on the batch's
+        device to avoid a copy per batch) gives y. `copy_x` detaches x from the sampler's
         reusable buffer (needed when batches are prepared ahead of the model step)."""
+        n_id = sampled_tensor(sub.n_id).long()
         blocks = []
         for h in reversed(range(sub.num_hops)):
-            indptr, indices = sub.block_indptr[h], sub.block_indices[h]
+            indptr = sampled_tensor(sub.block_indptr[h])
+            sources = sampled_tensor(sub.block_indices[h]).long()
             num_dst, num_src = int(sub.hop_sizes[h]), int(sub.hop_sizes[h + 1])
-            dst = np.repeat(np.arange(num_dst, dtype=np.int64), np.diff(indptr))
-            edge_index = torch.from_numpy(np.stack([indices.astype(np.int64), dst]))
-            blocks.append(Block(edge_index=edge_index, num_src=num_src, num_dst=num_dst))
-        x = torch.from_numpy(np.array(sub.x) if copy_x else sub.x) if sub.x is not None else None
-        n_id = torch.from_numpy(np.asarray(sub.n_id, dtype=np.int64))
+            # Target of every pick: block row i repeated (indptr[i+1] - indptr[i]) times.
+            targets = torch.repeat_interleave(torch.diff(indptr), output_size=len(sources))
+            blocks.append(Block(edge_index=torch.stack([sources, targets]),
+                                num_src=num_src, num_dst=num_dst))
+        x = None
+        if sub.x is not None:
+            x = sampled_tensor(sub.x)
+            x = x.clone() if copy_x else x
         y = None
         if labels is not None:
-            y = torch.from_numpy(np.asarray(labels[sub.n_id[:sub.num_seeds]], dtype=np.int64))
+            labels = torch.as_tensor(labels).to(n_id.device)
+            y = labels[n_id[:sub.num_seeds]].long()
         missing = torch.from_numpy(np.asarray(sub.missing, dtype=np.int64))
         return cls(n_id=n_id, x=x, y=y, blocks=blocks, missing=missing)
+
+
+def sampled_tensor(array) -> torch.Tensor:
+    """A sampler output as a tensor, without a copy: numpy -> CPU tensor, a numba device
+    array -> CUDA tensor (through __cuda_array_interface__). numba's CUDA simulator (tests)
+    has device arrays but no CUDA torch: there the array is copied to the host."""
+    if isinstance(array, np.ndarray):
+        return torch.from_numpy(array)
+    if torch.cuda.is_available():
+        return torch.as_tensor(array)        # on the GPU the array lives on
+    return torch.from_numpy(array.copy_to_host())

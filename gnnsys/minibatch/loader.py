@@ -9,6 +9,7 @@ and the one being written), so a buffer is reused only after its batch is done.
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from ..prefetch import prefetched
 from .batch import MiniBatch
@@ -60,20 +61,32 @@ class NodeLoader:
         for batch in loader.epoch(0):
             logits = model(batch.x, batch.blocks)
 
+    Each batch goes through three stages, in the background thread:
+    1. sample: the fused sample + gather kernel (on a GPU with `device` a CUDA device, the
+       batch stays in the kernel's device buffers: no copy to the host and back);
+    2. fetch missing: `transform` (e.g. FeatureStore.fill_missing) writes rows other
+       workers hold into the batch, wherever it is, once;
+    3. to device: the batch moved to `device` (nothing left to move if sampled there).
     `num_batches` forces an exact batch count per epoch (seeds are cycled or cut), which
-    distributed training needs so every rank runs the same number of steps. `transform`
-    runs on each batch in the background thread (e.g. to fetch missing rows).
+    distributed training needs so every rank runs the same number of steps.
     """
 
     def __init__(self, sampler, seeds, labels=None, batch_size: int = 1024,
                  shuffle: bool = True, drop_last: bool = False, prefetch: int = 2,
-                 seed: int = 0, num_batches: int | None = None, transform=None):
+                 seed: int = 0, num_batches: int | None = None, transform=None,
+                 device=None):
         self.sampler = sampler
         self.seeds = np.asarray(seeds, dtype=np.int64)
-        self.labels = labels
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
         self.prefetch, self.seed = prefetch, seed
         self.num_batches, self.transform = num_batches, transform
+        self.device = torch.device(device or "cpu")
+        # The GPU kernel can hand out its device buffers; the CPU one fills host memory.
+        self.sample_on_device = (self.device.type == "cuda"
+                                 and getattr(sampler, "device_resident", False))
+        self.labels = None if labels is None else torch.tensor(
+            np.asarray(labels, dtype=np.int64), device=self.device if
+            self.sample_on_device else "cpu")
         need = prefetch + 2
         if getattr(sampler, "num_buffers", need) < need:
             raise ValueError(f"the sampler has {sampler.num_buffers} output buffers but "
@@ -98,9 +111,13 @@ class NodeLoader:
             yield order[i * self.batch_size:(i + 1) * self.batch_size]
 
     def _make(self, epoch: int, i: int, chunk: np.ndarray) -> MiniBatch:
-        sub = self.sampler.sample(chunk, batch_seed(self.seed, epoch, i))
+        seed = batch_seed(self.seed, epoch, i)
+        sub = (self.sampler.sample(chunk, seed, on_device=True) if self.sample_on_device
+               else self.sampler.sample(chunk, seed))
         batch = MiniBatch.from_sampled(sub, self.labels, copy_x=False)
-        return self.transform(batch) if self.transform else batch
+        if self.transform:
+            batch = self.transform(batch)
+        return batch.to(self.device)
 
     def epoch(self, epoch: int = 0):
         """The batches of one epoch (reproducible for a given seed and epoch), prepared

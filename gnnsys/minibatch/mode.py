@@ -64,7 +64,6 @@ class MinibatchMode:
         ready = time.perf_counter()
         for batch in self.data.loader.epoch(epoch):
             self.wait_s += time.perf_counter() - ready   # sampling + fetch not done in time
-            batch = batch.to(self.ctx.device)
             logits = self.model(batch.x, batch.blocks, batch.n_id)
             yield F.cross_entropy(logits, batch.y), batch.num_seeds, batch.num_seeds
             ready = time.perf_counter()
@@ -130,7 +129,7 @@ class GraphData(PartedData):
                                      threads=s.threads)
         self.loader = NodeLoader(self.sampler, graph.train_idx, self.labels, s.batch_size,
                                  shuffle=True, drop_last=s.drop_last, prefetch=s.prefetch,
-                                 seed=config.train.seed)
+                                 seed=config.train.seed, device=ctx.device)
 
     def predict(self, model, bar) -> torch.Tensor:
         return model.inference(self.graph, self.config.sampler.eval_batch_size,
@@ -172,7 +171,8 @@ class PartData(PartedData):
         self.loader = NodeLoader(self.sampler, self.splits["train"], self.labels, s.batch_size,
                                  shuffle=True, prefetch=s.prefetch,
                                  seed=config.train.seed * 7919 + rank,
-                                 num_batches=num_batches, transform=self.store.fill_missing)
+                                 num_batches=num_batches, transform=self.store.fill_missing,
+                                 device=ctx.device)
         self.halo = HaloGraph(indptr, indices, self.lo, self.hi)
 
     def _own_split(self, name: str) -> np.ndarray:

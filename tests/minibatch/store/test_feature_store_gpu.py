@@ -96,6 +96,24 @@ def store_backed_gpu_sampler_matches_cpu():
     for batch in filled:
         np.testing.assert_array_equal(batch.x.numpy(), x_all[batch.n_id.numpy()])
 
+    # Device-resident: the same batch wrapped straight from the kernel's device buffers
+    # (sample(on_device=True); CUDA tensors on a GPU, host copies in the simulator) is the
+    # host batch, labels included, and the remote fetch completes it the same way.
+    labels = np.arange(indptr.size - 1) * 7 % 5
+    on_device = MiniBatch.from_sampled(gpu.sample(seeds[0], seed=11, on_device=True), labels)
+    on_host = MiniBatch.from_sampled(want, labels)
+    for name in ("n_id", "x", "y", "missing"):
+        np.testing.assert_array_equal(getattr(on_device, name).cpu().numpy(),
+                                      getattr(on_host, name).numpy(), err_msg=name)
+    assert len(on_device.blocks) == len(on_host.blocks) == len(FANOUTS)
+    for got, ref in zip(on_device.blocks, on_host.blocks):
+        assert (got.num_src, got.num_dst) == (ref.num_src, ref.num_dst)
+        np.testing.assert_array_equal(got.edge_index.cpu().numpy(), ref.edge_index.numpy())
+    other_batch = MiniBatch.from_sampled(other, labels)
+    filled = group.run(lambda comm: stores[comm.rank].fill_missing(
+        [on_device, other_batch][comm.rank]))
+    np.testing.assert_array_equal(filled[0].x.cpu().numpy(), x_all[filled[0].n_id.cpu().numpy()])
+
 
 CHECKS = {"store_backed_gpu_sampler_matches_cpu": store_backed_gpu_sampler_matches_cpu}
 
