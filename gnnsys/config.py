@@ -171,13 +171,13 @@ def _choices(mode: str) -> list:
     from samplers import fused_gpu, temporal as neighbours
 
     from .datasets import for_run
-    from .distributed import comm, launcher
+    from .distributed import comm
     from .fullgraph import assign, halo, model as fullgraph, quantize
     from .minibatch.store import policy
     from .models import block_gnn, norm
     from .temporal import exchange, models as temporal
     allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
-               "train.device": launcher.DEVICES,
+               "train.device": fused_gpu.DEVICES,     # one vocabulary for both
                "dataset.normalize_features": for_run.NORMALIZATIONS,
                "cluster.backend": comm.BACKENDS, "partition.method": build.METHODS,
                "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,

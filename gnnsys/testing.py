@@ -42,6 +42,27 @@ def tiny_graph(num_nodes: int = 200, avg_degree: int = 6, num_features: int = 8,
                  test_idx=np.sort(perm[b:]), num_classes=num_classes, name="tiny")
 
 
+def tiny_temporal_graph(num_nodes: int = 60, num_events: int = 1200, edge_dim: int = 0,
+                        node_dim: int = 0, seed: int = 0, name: str = "tiny-temporal"):
+    """A small learnable event stream: destinations come from a small 'hot' set that
+    drifts every 150 events, so recent activity (memory, recent neighbours) predicts links;
+    times have ties (several events per second) to exercise the latest-by-(time, event)
+    rule."""
+    from .temporal_graph import TemporalGraph
+    rng = np.random.default_rng(seed)
+    window = np.arange(num_events) // 150
+    hot = rng.integers(0, num_nodes, size=(window.max() + 1, 6))
+    src = rng.integers(0, num_nodes, size=num_events)
+    dst = hot[window, rng.integers(0, 6, size=num_events)]
+    same = src == dst
+    src[same] = (src[same] + 1) % num_nodes
+    t = np.sort(rng.integers(0, num_events // 2, size=num_events)).astype(np.int64)
+    edge_feat = rng.normal(size=(num_events, edge_dim)).astype(np.float32) if edge_dim else None
+    node_feat = rng.normal(size=(num_nodes, node_dim)).astype(np.float32) if node_dim else None
+    return TemporalGraph(src=src, dst=dst, t=t, num_nodes=num_nodes, edge_feat=edge_feat,
+                         node_feat=node_feat, name=name)
+
+
 def shared_data_dir() -> Path | None:
     """The `shared/data` directory beside the repo checkout, when present."""
     here = Path(__file__).resolve().parents[2] / "shared" / "data"

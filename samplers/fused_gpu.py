@@ -46,7 +46,7 @@ from samplers.gpu_tiers import (HOST_TIER, MISS, TIER_SHIFT, FeaturePlacement, T
 from samplers.types import SampledSubgraph
 
 ALL_NEIGHBOURS = -1
-DEVICES = ("auto", "cpu", "cuda")        # sampler.device
+DEVICES = ("auto", "cpu", "cuda")        # sampler.device and train.device
 # Below this load the linear probes of the batch hash table stay short.
 MAX_TABLE_LOAD = 0.5
 

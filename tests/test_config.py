@@ -64,7 +64,7 @@ def test_load_config_reports_the_file(tmp_path):
 # key -> (module, constant) that implements the choice and so defines its allowed values
 OWNERS = {
     "sampler.device": ("samplers.fused_gpu", "DEVICES"),
-    "train.device": ("gnnsys.distributed.launcher", "DEVICES"),
+    "train.device": ("samplers.fused_gpu", "DEVICES"),
     "dataset.normalize_features": ("gnnsys.datasets.for_run", "NORMALIZATIONS"),
     "model.norm": ("gnnsys.models.norm", "NORMS"),
     "cluster.backend": ("gnnsys.distributed.comm", "BACKENDS"),

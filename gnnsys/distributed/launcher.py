@@ -81,9 +81,6 @@ def _pick_device(config, rank: int) -> torch.device:
     return torch.device("cpu")
 
 
-DEVICES = ("auto", "cpu", "cuda")        # train.device
-
-
 def _backend(config, device: torch.device) -> str:
     if config.cluster.backend != "auto":
         return config.cluster.backend

@@ -2,31 +2,14 @@
 as threads of one process (gnnsys.distributed.local: the real Communicator's accounting)."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gnnsys.distributed.local import ThreadGroup
-from gnnsys.temporal_graph import TemporalGraph
+from gnnsys.testing import tiny_temporal_graph
 
 
-def make_tiny_graph(num_nodes: int = 60, num_events: int = 1200, edge_dim: int = 0,
-                    node_dim: int = 0, seed: int = 0,
-                    name: str = "tiny-temporal") -> TemporalGraph:
-    """Destinations come from a small 'hot' set that drifts every 150 events, so recent
-    activity (memory, recent neighbours) predicts links; times have ties (several events
-    per second) to exercise the latest-by-(time, event) rule."""
-    rng = np.random.default_rng(seed)
-    window = np.arange(num_events) // 150
-    hot = rng.integers(0, num_nodes, size=(window.max() + 1, 6))
-    src = rng.integers(0, num_nodes, size=num_events)
-    dst = hot[window, rng.integers(0, 6, size=num_events)]
-    same = src == dst
-    src[same] = (src[same] + 1) % num_nodes
-    t = np.sort(rng.integers(0, num_events // 2, size=num_events)).astype(np.int64)
-    edge_feat = rng.normal(size=(num_events, edge_dim)).astype(np.float32) if edge_dim else None
-    node_feat = rng.normal(size=(num_nodes, node_dim)).astype(np.float32) if node_dim else None
-    return TemporalGraph(src=src, dst=dst, t=t, num_nodes=num_nodes, edge_feat=edge_feat,
-                         node_feat=node_feat, name=name)
+# a small learnable event stream (shared with scripts/gpu_check.py)
+make_tiny_graph = tiny_temporal_graph
 
 
 @pytest.fixture

@@ -1,0 +1,314 @@
+"""The whole GPU validation in one command: the real-GPU tests, the fused sample+gather
+benchmark, one epoch of every mode on the GPU, and one line per target (met / not met).
+
+    python scripts/gpu_check.py --out runs/gpu_check     # a GPU machine: < 9 min on one H100
+    python scripts/gpu_check.py --simulate               # numba's CUDA simulator, tiny sizes
+
+Steps (each one's failure is recorded and the others still run):
+  1. tests:   pytest -m gpu over the test files holding GPU-marked tests;
+  2. sampler: scripts/bench_gpu_sampler.py on synthetic-products (fanouts 15,10,5, batch
+              1024): graph + features on the device, both in pinned host memory, tiered;
+              fused against sample-then-index_select, device copy bandwidth as ceiling;
+  3. modes:   one epoch per mode with train.device and sampler.device on the GPU:
+              minibatch SAGE on synthetic-products, TGN on wikipedia, full-graph GCN on a
+              500k-node synthetic graph; time per epoch and the metric;
+  4. targets: the issue's targets with the measured value; in the simulator every one is
+              "not yet measured on hardware" (its times say nothing about a GPU).
+Writes <out>/gpu_check.json and <out>/gpu_check.md (the tables, ready for BENCHMARKS.md).
+Exit status 1 when a step failed or a GPU test failed, else 0 (a missed target is a
+finding, not a failure of the check).
+
+The device machine's image (torch, numba-cuda, torch_geometric; no ray, no pymetis) is
+enough: nothing here starts Ray or partitions with METIS. The shared real data does not
+travel with the working tree: copy `shared/data/temporal/wikipedia.npz` into a folder the
+run carries and point $GNNSYS_SHARED_DATA at it, else step 3 trains TGN on a small
+synthetic event stream and says so.
+"""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")    # before torch loads OpenMP
+
+import argparse
+import json
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+
+# Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the
+# 2-core CPU dev machine: BENCHMARKS.md, "GPU check" section. The GPU target is 10x that.
+CPU_MINIBATCH_EPOCH_S = None
+MIN_MINIBATCH_SPEEDUP = 10.0
+
+MINIBATCH = {"mode": "minibatch", "dataset": {"name": "synthetic-products"},
+             "model": {"arch": "sage", "hidden": 256, "layers": 3, "dropout": 0.5},
+             "sampler": {"fanouts": [15, 10, 5], "batch_size": 1024},
+             "train": {"epochs": 1, "lr": 0.003}}
+TEMPORAL = {"mode": "temporal", "dataset": {"name": "wikipedia"},
+            "model": {"arch": "tgn", "heads": 2, "dropout": 0.1},
+            "sampler": {"batch_size": 200},
+            "train": {"epochs": 1, "lr": 0.0003}}
+FULLGRAPH = {"mode": "fullgraph",
+             "dataset": {"name": "synthetic-small", "params": {"num_nodes": 500_000}},
+             "model": {"arch": "gcn", "hidden": 256, "layers": 2, "dropout": 0.5},
+             "train": {"epochs": 10, "lr": 0.01, "eval_every": 10}}
+# The simulator runs every GPU thread as a Python thread: tiny graphs, few picks.
+SIMULATED = {
+    "minibatch": {"dataset": {"name": "synthetic-tiny", "params": {"num_nodes": 300}},
+                  "model": {"hidden": 16, "layers": 2},
+                  "sampler": {"fanouts": [3, 2], "batch_size": 128}},
+    "temporal": {"model": {"heads": 1}, "sampler": {"batch_size": 100},
+                 "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16,
+                              "num_neighbors": 5}},
+    "fullgraph": {"dataset": {"name": "synthetic-tiny", "params": {}},
+                  "model": {"hidden": 16}, "train": {"epochs": 2, "eval_every": 2}},
+}
+
+
+# ----------------------------------------------------------------------------- steps
+def gpu_tests(simulate: bool) -> dict:
+    """pytest -m gpu over the files that hold GPU-marked tests (not the whole suite: the
+    device image has no ray, and collecting its tests would fail)."""
+    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
+                   if "mark.gpu" in p.read_text())
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
+               *files]
+    child = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    summary = child.stdout.strip().splitlines()[-1] if child.stdout.strip() else ""
+    counts = {kind: int(n) for n, kind in re.findall(
+        r"(\d+) (passed|failed|skipped|errors?|deselected)", summary)}
+    result = {"command": " ".join(command[1:]), "files": files, "summary": summary,
+              "counts": counts, "exit_code": child.returncode}
+    if child.returncode not in (0, 5) or counts.get("failed") or counts.get("error"):
+        result["output_tail"] = (child.stdout + child.stderr)[-4000:]
+        raise StepFailed(f"GPU tests: {summary or 'no summary'} (exit {child.returncode})",
+                         result)
+    if not simulate and not counts.get("passed"):
+        raise StepFailed(f"GPU tests: none ran on the GPU ({summary})", result)
+    return result
+
+
+def sampler_bench(simulate: bool, out: Path) -> dict:
+    import bench_gpu_sampler as bench
+    argv = ["--json", str(out / "sampler.json"), "--fanouts", "15", "10", "5",
+            "--batch-size", "1024"]
+    result = bench.main(argv + (["--simulate"] if simulate else []))
+    result["table"] = bench.table(result)
+    result["targets"] = bench.targets(result)
+    return result
+
+
+def mode_epochs(simulate: bool, out: Path) -> dict:
+    """One short run per mode on the GPU (simulated: sampler in the simulator, torch on
+    the CPU); epoch time and the selected epoch's metric of each."""
+    from gnnsys.config import from_dict
+    from gnnsys.training import fit
+    device = "cpu" if simulate else "cuda"
+    runs = {}
+    for name, base in (("minibatch", MINIBATCH), ("temporal", TEMPORAL),
+                       ("fullgraph", FULLGRAPH)):
+        sections = merge(base, SIMULATED[name]) if simulate else base
+        sections = merge(sections, {
+            "train": {"device": device, "progress": False},
+            "sampler": {"device": "cuda"},
+            "run": {"dir": str(out / f"run-{name}"), "checkpoint_every": 0}})
+        graph, dataset = None, sections["dataset"]["name"]
+        if name == "temporal" and (simulate or not bundle_available(dataset)):
+            from gnnsys.testing import tiny_temporal_graph
+            graph = tiny_temporal_graph(num_nodes=60, num_events=600 if simulate else 20_000)
+            dataset = f"{graph.name} ({'simulator' if simulate else dataset + ' not found'})"
+        started = time.perf_counter()
+        try:
+            result = fit(from_dict(sections), graph=graph)
+        except Exception as err:       # record it, run the other modes
+            runs[name] = {"dataset": dataset, "error": one_line(err),
+                          "traceback": traceback.format_exc()[-4000:]}
+            continue
+        metric = next((k for k in result if k.startswith("test_")), None)
+        runs[name] = {"dataset": dataset, "epoch_s": result.get("epoch_s"),
+                      "epochs": result.get("epochs"), "metric": metric,
+                      "value": result.get(metric), "wall_s": time.perf_counter() - started,
+                      "arch": sections["model"]["arch"]}
+    failed = [name for name, run in runs.items() if "error" in run]
+    if failed:
+        raise StepFailed("modes failed on the device: " + "; ".join(
+            f"{name}: {runs[name]['error']}" for name in failed), runs)
+    return runs
+
+
+def targets(report: dict, simulate: bool) -> list:
+    """Every target with its measured value and verdict (None = not measured)."""
+    rows = list(report.get("sampler", {}).get("result", {}).get("targets", []))
+    epoch = report.get("modes", {}).get("result", {}).get("minibatch", {}).get("epoch_s")
+    speedup = (CPU_MINIBATCH_EPOCH_S / epoch) if (epoch and CPU_MINIBATCH_EPOCH_S) else None
+    rows.append({"target": "minibatch SAGE epoch on synthetic-products >= 10x the 2-core CPU",
+                 "value": speedup,
+                 "met": None if simulate or speedup is None
+                 else bool(speedup >= MIN_MINIBATCH_SPEEDUP)})
+    return rows
+
+
+# ----------------------------------------------------------------------------- report
+class StepFailed(Exception):
+    """A step ran but found a failure; `result` is what it measured."""
+
+    def __init__(self, message: str, result):
+        super().__init__(message)
+        self.result = result
+
+
+def run_step(report: dict, name: str, fn, *args) -> None:
+    print(f"== {name}", flush=True)
+    started = time.perf_counter()
+    entry = report[name] = {}
+    try:
+        entry["result"] = fn(*args)
+        entry["ok"] = True
+    except StepFailed as err:
+        entry.update(ok=False, error=str(err), result=err.result)
+    except Exception as err:
+        entry.update(ok=False, error=one_line(err), traceback=traceback.format_exc()[-4000:])
+    entry["seconds"] = round(time.perf_counter() - started, 1)
+    print(f"   {'ok' if entry['ok'] else 'FAILED: ' + entry['error']} "
+          f"({entry['seconds']:.0f} s)", flush=True)
+
+
+def markdown(report: dict) -> str:
+    machine = report["machine"]
+    lines = [f"### GPU check: {machine['device']}",
+             "",
+             f"`{machine['command']}` on {machine['date']}; torch {machine['torch']}, "
+             f"numba {machine['numba']}; {machine['cpus']} CPUs; total "
+             f"{report['total_s']:.0f} s.", ""]
+    lines += [f"1. GPU tests: {outcome(report['tests'], 'summary')}", "",
+              "2. Fused sample + gather (`scripts/bench_gpu_sampler.py`):", "",
+              outcome(report["sampler"], "table"), ""]
+    lines += ["3. One run per mode on the device:", "",
+              "| mode | model | dataset | epochs | s/epoch | test metric |",
+              "|---|---|---|---:|---:|---|"]
+    for name, run in (report["modes"].get("result") or {}).items():
+        if "error" in run:
+            lines.append(f"| {name} | | {run['dataset']} | | | FAILED: {run['error']} |")
+        else:
+            lines.append(f"| {name} | {run['arch']} | {run['dataset']} | {run['epochs']} | "
+                         f"{run['epoch_s']:.3f} | {run['metric']} {run['value']:.4f} |")
+    if not report["modes"].get("result"):
+        lines.append(outcome(report["modes"], ""))
+    lines += ["", "4. Targets:", "", "| target | measured | verdict |", "|---|---:|---|"]
+    for t in report["targets"]:
+        value = "" if t["value"] is None else f"{t['value']:.3g}"
+        verdict = ("not yet measured on hardware" if t["met"] is None
+                   else "met" if t["met"] else "NOT MET")
+        lines.append(f"| {t['target']} | {value} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def outcome(step: dict, key: str) -> str:
+    """A step's `key` result, or why there is none."""
+    if step.get("skipped"):
+        return "skipped (--skip)"
+    if not step["ok"]:
+        return f"FAILED: {step['error']}"
+    return str(step["result"].get(key, ""))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
+                                     prefix=f".{path.name}.") as tmp:
+        tmp.write(text)
+    os.replace(tmp.name, path)
+
+
+def machine_info(simulate: bool) -> dict:
+    import numba
+    import torch
+    device = "numba CUDA simulator (torch on CPU)" if simulate else (
+        torch.cuda.get_device_name() if torch.cuda.is_available() else "no CUDA GPU")
+    return {"device": device, "simulated": simulate, "torch": torch.__version__,
+            "numba": numba.__version__, "cpus": os.cpu_count(),
+            "platform": platform.platform(), "python": platform.python_version(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "command": " ".join(["python", "scripts/gpu_check.py", *sys.argv[1:]])}
+
+
+# ----------------------------------------------------------------------------- helpers
+def merge(base: dict, override: dict) -> dict:
+    """Config sections of `base` with `override`'s keys replacing (one level deep)."""
+    merged = {key: dict(value) if isinstance(value, dict) else value
+              for key, value in base.items()}
+    for key, value in override.items():
+        merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+    return merged
+
+
+def bundle_available(name: str) -> bool:
+    from gnnsys.datasets import DatasetError, load_dataset
+    try:
+        load_dataset(name)
+        return True
+    except (DatasetError, FileNotFoundError):
+        return False
+
+
+def one_line(err: BaseException) -> str:
+    return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+
+
+def require_device(simulate: bool) -> None:
+    if simulate:
+        if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+            # numba reads it once, at import: start again with it set
+            os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+            os.execv(sys.executable, [sys.executable, *sys.argv])
+        return
+    import torch
+    from samplers.fused_gpu import cuda_gpu_available
+    if not (torch.cuda.is_available() and cuda_gpu_available()):
+        sys.exit(f"gpu_check: no CUDA GPU here (torch.cuda.is_available()="
+                 f"{torch.cuda.is_available()}, numba sees a GPU: {cuda_gpu_available()}); "
+                 "run it on a GPU machine, or with --simulate to check the script itself")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu_check",
+                        help="where gpu_check.json / gpu_check.md (and the runs) go")
+    parser.add_argument("--simulate", action="store_true",
+                        help="numba's CUDA simulator and tiny sizes: checks this script")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["tests", "sampler", "modes"],
+                        help="steps to leave out")
+    args = parser.parse_args(argv)
+    require_device(args.simulate)
+    args.out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    report = {"machine": machine_info(args.simulate)}
+    print(f"gpu_check on {report['machine']['device']}", flush=True)
+    steps = {"tests": (gpu_tests, args.simulate),
+             "sampler": (sampler_bench, args.simulate, args.out),
+             "modes": (mode_epochs, args.simulate, args.out)}
+    for name, (fn, *step_args) in steps.items():
+        if name in args.skip:
+            report[name] = {"ok": True, "skipped": True, "result": {}}
+            continue
+        run_step(report, name, fn, *step_args)
+    report["targets"] = targets(report, args.simulate)
+    report["total_s"] = time.perf_counter() - started
+    text = markdown(report)
+    write_atomic(args.out / "gpu_check.json", json.dumps(report, indent=1, default=str))
+    write_atomic(args.out / "gpu_check.md", text)
+    print(text)
+    print(f"wrote {args.out / 'gpu_check.json'} and {args.out / 'gpu_check.md'}")
+    return 0 if all(report[name]["ok"] for name in steps) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
