@@ -99,6 +99,8 @@ def profile_links(comm, min_bytes: int, max_bytes: int, points: int,
             blocks[peer] = torch.zeros(int(size), dtype=torch.uint8, device=comm.device)
             start = time.perf_counter()
             comm.all_to_all(blocks)
+            if comm.device.type == "cuda":      # NCCL returns before the bytes have moved
+                torch.cuda.synchronize(comm.device)
             return (time.perf_counter() - start) * 1e3
 
         for _ in range(warmup):

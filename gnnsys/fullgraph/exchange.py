@@ -11,15 +11,16 @@ layer's aggregation over a partition:
               it to the rows they sent (the reverse exchange); the local parts are
               central^T @ grad_central + marginal_local^T @ grad_marginal.
 
-Everything runs on the calling thread: an exchange is quantise (fused numba kernel on
-CPU) -> post the all-to-all asynchronously -> wait -> dequantise straight into the
-output rows. With overlap on, the main thread computes the parts that need no remote
-rows between the post and the wait while the backend (gloo's own threads) moves the
+Everything runs on the calling thread: an exchange is quantise (quantize_fast's numba
+kernel on CPU, quantize_gpu's CUDA kernels on a GPU: the same bytes) -> post the
+all-to-all asynchronously -> wait -> dequantise straight into the output rows. With
+overlap on, the main thread computes the parts that need no remote rows between the
+post and the wait while the backend (gloo's own threads, or NCCL's stream) moves the
 bytes; with it off, it waits right after the post. A communication thread running the
 quantiser (the first design) only competed with the central compute for the same core.
 Dequantising comes after the central compute either way (AdaQP's event order, ALGORITHMS.md
-4.8). Tensors live on the exchanger's device; on a GPU the torch reference quantiser
-runs instead of the numba kernels and AdaQP's separate "marginal" stream is not done here.
+4.8). Tensors live on the exchanger's device; on a GPU every kernel runs on torch's current
+stream (ordered after NCCL's receive) and AdaQP's separate "marginal" stream is not done here.
 """
 from __future__ import annotations
 
@@ -29,9 +30,9 @@ import numpy as np
 import torch
 
 from .halo import HaloPlan
-from .quantize import (PARAM_BYTES_PER_ROW, SUPPORTED_BITS, decode_message, encode_message,
-                       message_order, packed_size)
-from .quantize_fast import decode_rows, encode_rows, group_counts, wire_size
+from . import quantize_fast
+from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, message_order, packed_size
+from .quantize_fast import group_counts, wire_size
 from .spmm import spmm
 from .timing import EpochTimers
 
@@ -108,16 +109,17 @@ class HaloExchanger:
         self.overlap = overlap
         self.tracer = tracer
         self.rank, self.world_size = plan.rank, plan.world_size
-        # A private generator: quantisation noise must not shift the dropout stream.
+        # A private generator: quantisation noise must not shift the dropout stream. It
+        # only draws one host integer per message (the kernels' noise seed), so it lives on
+        # the host on every device: CPU and GPU runs draw the same seeds.
         self.device = torch.device(device or "cpu")
-        self.generator = torch.Generator(device=self.device).manual_seed(seed * 7919 + self.rank)
-        # The fused numba kernels work on host memory; on a GPU the torch reference runs.
-        self.fast = self.device.type == "cpu"
+        self.generator = torch.Generator().manual_seed(seed * 7919 + self.rank)
+        self.codec = _codec(self.device)
         # Rows per peer: forward sends inner rows and fills halo slots; backward the reverse.
         self.send_rows = [np.asarray(idx, dtype=np.int64) for idx in plan.send_idx]
         self.halo_rows = [np.arange(a, b, dtype=np.int64) for a, b in plan.recv_ranges]
         self._index = {}           # (id of a rows array) -> the same as a device tensor
-        self._layouts = {}         # (key, sender, receiver) -> (assignment, wire layout)
+        self._layouts = {}         # (key, sender, receiver) -> WireLayout
         self.bytes_by_bits: dict[str, int] = {}    # bytes sent per bit-width (32: fp32)
 
     @property
@@ -148,18 +150,21 @@ class HaloExchanger:
             index = self._index[id(rows)] = torch.from_numpy(rows).to(self.device)
         return index
 
-    def _layout(self, key: str, sender: int, receiver: int, rows: int):
-        """(bits per row, wire order, rows per bit-width, payload bytes) of one channel,
-        recomputed only when the assignment changes."""
+    def _layout(self, key: str, sender: int, receiver: int, rows: np.ndarray) -> "WireLayout":
+        """The wire layout of one channel whose message carries `rows` (my rows: sent from
+        or received into), recomputed only when the assignment changes."""
         slot = (key, sender, receiver)
         cached = self._layouts.get(slot)
-        if cached is None or cached[0] is not self.assignment or len(cached[1][0]) != rows:
-            bits = self.assignment.bits(key, sender, receiver, rows)
+        if cached is None or cached.assignment is not self.assignment \
+                or len(cached.order) != len(rows):
+            bits = self.assignment.bits(key, sender, receiver, len(rows))
             order = message_order(bits)
-            counts = group_counts(bits[order])
-            cached = self._layouts[slot] = (self.assignment, (bits, order, counts))
-        bits, order, counts = cached[1]
-        return bits, order, counts
+            wire_rows = rows[order]
+            cached = self._layouts[slot] = WireLayout(
+                self.assignment, order, group_counts(bits[order]),
+                wire_rows if self.device.type == "cpu" else torch.from_numpy(wire_rows).to(
+                    self.device), torch.from_numpy(order).to(self.device))
+        return cached
 
     # ----------------------------------------------------------------- the exchange
     def start(self, source: torch.Tensor, key: str, quantized: bool) -> "PendingExchange":
@@ -182,37 +187,52 @@ class HaloExchanger:
                     payloads.append(torch.zeros(0, dtype=torch.uint8, device=self.device))
                 else:
                     payloads.append(self._encode(source, key, peer, outgoing[peer], dim))
-                rows = len(incoming[peer])
-                sizes.append(0 if peer == self.rank or rows == 0
-                             else wire_size(self._layout(key, peer, self.rank, rows)[2], dim))
+                rows = incoming[peer]
+                sizes.append(0 if peer == self.rank or len(rows) == 0
+                             else wire_size(self._layout(key, peer, self.rank, rows).counts, dim))
         with self.timers.measure("comm"):
             pending = self.comm.start_all_to_all(payloads, sizes)
         return PendingExchange(self, pending, key, True, dim)
 
     def _encode(self, source, key, peer, rows, dim) -> torch.Tensor:
-        bits, order, counts = self._layout(key, self.rank, peer, len(rows))
-        for count, width in zip(counts, SUPPORTED_BITS):
+        layout = self._layout(key, self.rank, peer, rows)
+        for count, width in zip(layout.counts, SUPPORTED_BITS):
             self._count(width, packed_size(int(count), dim, width) + PARAM_BYTES_PER_ROW * count)
-        if self.fast:
-            seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.generator))
-            payload, wire_range = encode_rows(source, rows[order], counts, seed)
-            row_range = torch.empty_like(wire_range)
-            row_range[torch.from_numpy(order)] = wire_range
-        else:
-            payload, row_range = encode_message(source[self._tensor(rows)], bits, self.generator)
+        seed = int(torch.randint(0, 2 ** 62, (1,), generator=self.generator))
+        payload, wire_range = self.codec.encode_rows(source, layout.wire_rows, layout.counts,
+                                                     seed)
         if self.tracer is not None:
+            row_range = torch.empty_like(wire_range)
+            row_range[layout.order_index] = wire_range
             self.tracer(key, peer, row_range, dim)
         return payload
 
     def _decode(self, payload, key, peer, rows, out, accumulate) -> None:
-        bits, order, counts = self._layout(key, peer, self.rank, len(rows))
-        if self.fast:
-            decode_rows(payload, counts, out.detach(), rows[order], accumulate)
-        else:
-            _put(out, self._tensor(rows), decode_message(payload, bits, out.shape[1]), accumulate)
+        layout = self._layout(key, peer, self.rank, rows)
+        self.codec.decode_rows(payload, layout.counts, out.detach(), layout.wire_rows, accumulate)
 
     def outgoing_rows(self, key: str, peer: int) -> int:
         return len(self._rows(key)[0][peer])
+
+
+@dataclass
+class WireLayout:
+    """How one channel's rows travel under one assignment (see quantize.message_order)."""
+    assignment: BitAssignment
+    order: np.ndarray               # wire position -> position in the channel's row list
+    counts: np.ndarray              # rows at 2, 4, 8 bits
+    wire_rows: object               # my rows in wire order: numpy (CPU) or a device tensor
+    order_index: torch.Tensor       # `order` on the exchanger's device
+
+
+def _codec(device: torch.device):
+    """The quantise/dequantise kernels for tensors on `device` (the same bytes on each)."""
+    if device.type == "cpu":
+        return quantize_fast
+    if device.type == "cuda":
+        from . import quantize_gpu       # imports numba.cuda: only when a GPU is used
+        return quantize_gpu
+    raise ValueError(f"full-graph mode runs on cpu or cuda devices, not {device.type}")
 
 
 class PendingExchange:

@@ -13,8 +13,8 @@ bf16 grid still covers [m, M] (ALGORITHMS.md 4.8: bf16 rounding bias, clamping,
 constant rows, padding). Packing puts 8/b consecutive rows of one column into a byte.
 
 Nothing here knows about graphs or communication; all functions are vectorised. This
-is the reference implementation; quantize_fast.py has the fused numba kernels the
-exchange uses on CPU, tested against it.
+is the reference implementation; quantize_fast.py (CPU) and quantize_gpu.py (CUDA) have
+the kernels the exchange uses, tested against it.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import torch
 
 from gnnsys.config import from_dict
 from gnnsys.distributed.local import ThreadGroup
-from gnnsys.fullgraph import exchange
+from gnnsys.fullgraph import quantize_fast
 from gnnsys.testing import tiny_graph
 from gnnsys.training import TrainingLoop
 
@@ -55,13 +55,13 @@ def test_three_workers_train_the_model_of_one_process(tmp_path, arch):
 
 def test_every_rank_and_exchange_draws_its_own_quantisation_noise(tmp_path, monkeypatch):
     seeds, lock = [], threading.Lock()
-    encode = exchange.encode_rows
+    encode = quantize_fast.encode_rows   # the exchanger's codec on CPU
 
     def recording(source, rows, counts, seed):
         with lock:
             seeds.append(seed)
         return encode(source, rows, counts, seed)
-    monkeypatch.setattr(exchange, "encode_rows", recording)
+    monkeypatch.setattr(quantize_fast, "encode_rows", recording)
     ranks = train(tmp_path, 3, quantization="uniform")
     # 3 ranks x EPOCHS epochs x (forward of 2 layers + backward of 1) x peers: none repeats
     assert len(seeds) >= 3 * EPOCHS * 3
