@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from samplers.temporal import (NegativeSampler, SampledNeighbors, chronological_batches,
                                sample_neighbors, shard)
@@ -27,6 +28,10 @@ class PreparedBatch:
     time: np.ndarray                 # float64 [b]
     negatives: np.ndarray            # int64 [b, n_neg]
     neighbors: SampledNeighbors | None   # for the roots (src, dst, negatives), if the model attends
+
+    @property
+    def num_roots(self) -> int:
+        return len(self.src) * (2 + self.negatives.shape[1])
 
     @property
     def roots(self) -> np.ndarray:
@@ -48,6 +53,48 @@ class PreparedBatch:
     @property
     def written(self) -> np.ndarray:
         return np.concatenate([self.src, self.dst])
+
+
+@dataclass
+class DeviceBatch:
+    """What one step reads besides the memory rows, on the training device."""
+    root_index: torch.Tensor         # int64 [R] row of each root in the fetched rows
+    root_time: torch.Tensor          # float64 [R] query time of each root (seconds)
+    events: torch.Tensor             # int64 [b] event ids of the shard (the mails' features)
+    neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
+
+
+def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
+    """Move a batch to `device` as two copies, one int64 and one float64 (split into views
+    there), given `inverse` (needed == fetched ids[inverse]) from the exchange.
+
+    Only the filled neighbour slots travel, so the model never computes an empty one:
+    neighbors = dict(mask [R, k] bool, slot [V] flat position r * k + j of each filled slot,
+    row [V] its vertex's fetched row, event [V] its event id, dt [V] float32 gap to the
+    root's time). The gap is taken in float64 seconds on the host and cast to float32 on
+    the device, so it keeps its relative precision however large the absolute times are."""
+    roots = batch.num_roots
+    root_time = batch.root_time
+    ints, floats = [inverse[:roots], batch.events], [root_time]
+    n = batch.neighbors
+    if n is not None:
+        k = n.nodes.shape[1]
+        slot = np.flatnonzero(n.mask)        # row-major, the order of batch.needed's slots
+        ints += [slot, inverse[roots:], n.events.reshape(-1)[slot]]
+        floats.append(root_time[slot // k] - n.times.reshape(-1)[slot])
+    int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
+        .to(device).split([len(a) for a in ints])
+    float_parts = torch.from_numpy(np.concatenate(floats)).to(device) \
+        .split([len(a) for a in floats])
+    neighbors = None
+    if n is not None:
+        slot, row, event = int_parts[2:]
+        mask = torch.zeros(roots * k, dtype=torch.bool, device=slot.device)
+        mask = mask.index_fill_(0, slot, True).view(roots, k)
+        neighbors = dict(mask=mask, slot=slot, row=row, event=event,
+                         dt=float_parts[1].float())
+    return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
+                       neighbors=neighbors)
 
 
 class BatchPlanner:

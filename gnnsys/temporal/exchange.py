@@ -10,6 +10,9 @@ the naive per-occurrence baseline, behind one interface so both run the same tra
 - `naive` (TGL's MFG): one row per occurrence both ways; the owner still keeps the latest,
   so the final state is identical and only the traffic differs.
 
+Which ids go to which owner is planned on the host (numpy); the ids, the rows and the
+write plan then travel as tensors on the store's device (NCCL needs them there).
+
 Read-after-write: every `fetch` must be followed by its `write_back` before the next
 `fetch`, so batch t+1 never reads rows that batch t has not yet written to their owners
 (prefetching samples ahead, never memory).
@@ -60,12 +63,11 @@ class MemoryExchange:
         return old
 
     # ----------------------------------------------------------------------- helpers
-    def _by_owner(self, ids: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Stable grouping of ids by owner: (order, per-owner ids)."""
+    def _owner_order(self, ids: np.ndarray) -> tuple[np.ndarray, list[int]]:
+        """Stable grouping of ids by owner: (order, rows per owner)."""
         owners = self.owner[ids]
         order = np.argsort(owners, kind="stable")
-        counts = np.bincount(owners, minlength=self.comm.world_size)
-        return order, np.split(ids[order], np.cumsum(counts)[:-1])
+        return order, np.bincount(owners, minlength=self.comm.world_size).tolist()
 
     def _all_to_all(self, send: list[torch.Tensor]) -> list[torch.Tensor]:
         before = (self.comm.stats.rows_sent, self.comm.stats.bytes_sent,
@@ -87,8 +89,9 @@ class MemoryExchange:
 
     # ----------------------------------------------------------------------- fetch
     def fetch(self, needed: np.ndarray) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
-        """Rows for the vertices in `needed` (with repeats): (unique ids, their rows,
-        inverse) with needed == ids[inverse]."""
+        """Rows for the vertices in `needed` (with repeats): (unique ids, their rows on the
+        store's device, inverse) with needed == ids[inverse]. Planning stays on the host;
+        the requested ids cross to the device once."""
         if self._awaiting_write_back:
             raise RuntimeError("fetch called before the previous batch's write_back: batch t+1 "
                                "would read memory that batch t has not written yet")
@@ -99,36 +102,43 @@ class MemoryExchange:
         self.stats.unique += len(ids)
         remote = int(np.count_nonzero(self.owner[needed] != self.comm.rank))
         request = ids if self.mode == "dedup" else needed
-        order, per_owner = self._by_owner(request)
-        asked = self._all_to_all([torch.from_numpy(p) for p in per_owner])
-        replies = self._all_to_all([self.store.read(a.numpy()) for a in asked])
-        rows = torch.empty((len(request), self.store.layout.read_width))
-        rows[torch.from_numpy(order)] = torch.cat(replies)
+        order, counts = self._owner_order(request)
+        sent = torch.from_numpy(request[order]).to(self.store.device)
+        asked = self._all_to_all(list(sent.split(counts)))
+        replies = self._all_to_all([self.store.read(a) for a in asked])
+        rows = torch.cat(replies)                                  # request[order]'s rows
         # naive: each remote occurrence is an id out and a row back (counted at the asker)
         self._naive(remote, needed.itemsize + rows.shape[1] * rows.element_size())
-        if self.mode == "naive":
-            rows = rows[torch.from_numpy(first)]   # occurrences of a vertex hold equal rows
-        return ids, rows, inverse
+        position = np.empty(len(request), dtype=np.int64)
+        position[order] = np.arange(len(request))                  # request[i] -> its row
+        if self.mode == "naive":    # occurrences of a vertex hold equal rows: keep the first
+            first_rows = torch.from_numpy(position[first]).to(self.store.device)
+            return ids, rows[first_rows], inverse
+        return ids[order], rows, position[inverse]
 
     # ----------------------------------------------------------------------- write-back
     def write_back(self, vertex: np.ndarray, key: np.ndarray, memory: torch.Tensor,
                    mem_ts: torch.Tensor, mail: torch.Tensor, mail_ts: torch.Tensor) -> None:
-        """Send updated state of the batch's true src/dst occurrences to their owners."""
+        """Send updated state of the batch's true src/dst occurrences to their owners.
+        vertex / key are host arrays; the state tensors live on the store's device. Which
+        rows go where is planned on the host and crosses once, as one index and one
+        (vertex, key) tensor."""
         vertex = np.asarray(vertex, dtype=np.int64)
         key = np.asarray(key, dtype=np.float64)
         remote = int(np.count_nonzero(self.owner[vertex] != self.comm.rank))
+        pick = np.arange(len(vertex))
         if self.mode == "dedup":
-            keep = latest_per_vertex(vertex, key)
-            vertex, key = vertex[keep], key[keep]
-            k = torch.from_numpy(keep)
-            memory, mem_ts, mail, mail_ts = memory[k], mem_ts[k], mail[k], mail_ts[k]
-        rows = self.store.layout.pack_write(torch.from_numpy(vertex.astype(np.float64)),
-                                            torch.from_numpy(key), memory.detach(), mem_ts,
-                                            mail.detach(), mail_ts)
-        order, per_owner = self._by_owner(vertex)
-        rows = rows[torch.from_numpy(order)]
+            pick = latest_per_vertex(torch.from_numpy(vertex), torch.from_numpy(key)).numpy()
+        order, counts = self._owner_order(vertex[pick])
+        pick = pick[order]                                   # grouped by owner
+        device = self.store.device
+        at = torch.from_numpy(pick).to(device)
+        vertex_key = torch.from_numpy(np.stack([vertex[pick].astype(np.float64), key[pick]], 1))
+        vertex_key = vertex_key.to(device)
+        rows = self.store.layout.pack_write(vertex_key[:, 0], vertex_key[:, 1],
+                                            memory.detach()[at], mem_ts[at],
+                                            mail.detach()[at], mail_ts[at])
         self._naive(remote, rows.shape[1] * rows.element_size(), rows_each=1)
-        counts = [len(p) for p in per_owner]
         received = self._all_to_all(list(rows.split(counts)))
         self.store.apply_writes(torch.cat(received))
         self._awaiting_write_back = False

@@ -12,6 +12,10 @@ seconds and the single-process and distributed runs see identical values.
 A write row carries `key` = 2 * event id + role (0 src, 1 dst): the owner keeps the row
 with the largest key per vertex, i.e. the latest event by time then event order, so the
 result does not depend on which worker's rows arrive first.
+
+Everything here lives on the store's device (the worker's `ctx.device`), so rows go into
+the collectives and the model without a host round trip; only `state()` (checkpoints)
+returns host copies.
 """
 from __future__ import annotations
 
@@ -24,15 +28,16 @@ NO_MAIL = -1.0   # mail timestamp of an empty mailbox slot (times are >= 0, rela
 
 
 def f64_to_words(x: torch.Tensor) -> torch.Tensor:
-    """[n] float64 -> [n, 2] float32 carrying the same bits."""
-    flat = torch.empty(x.numel(), dtype=torch.float64)   # fresh: stride 1, even when empty
+    """[n] float64 -> [n, 2] float32 carrying the same bits (on x's device)."""
+    flat = torch.empty(x.numel(), dtype=torch.float64, device=x.device)   # stride 1, even empty
     flat.copy_(x.reshape(-1))
     return flat.view(torch.float32).reshape(-1, 2)
 
 
 def words_to_f64(w: torch.Tensor) -> torch.Tensor:
     # a fresh copy: a column slice of a row buffer may have odd strides or offsets
-    return torch.empty(w.shape, dtype=torch.float32).copy_(w).view(torch.float64).reshape(-1)
+    return torch.empty(w.shape, dtype=torch.float32, device=w.device).copy_(w) \
+        .view(torch.float64).reshape(-1)
 
 
 @dataclass(frozen=True)
@@ -76,35 +81,44 @@ class RowLayout:
                     mail=rows[:, o + 2:o + 2 + d], mail_ts=words_to_f64(rows[:, o + 2 + d:]))
 
 
-def latest_per_vertex(vertex: np.ndarray, key: np.ndarray) -> np.ndarray:
+def latest_per_vertex(vertex: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """Positions of the occurrence with the largest key for each distinct vertex (sorted by
-    vertex). Deterministic, unlike a scatter whose surviving write is unspecified."""
-    if len(vertex) == 0:
-        return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((key, vertex))
-    last = np.ones(len(order), dtype=bool)
-    last[:-1] = vertex[order[1:]] != vertex[order[:-1]]
+    vertex), on the tensors' device. Deterministic, unlike a scatter whose surviving write
+    is unspecified. Host arrays go in as `torch.from_numpy` views (no copy)."""
+    # a lexsort by (vertex, key): stable sort by the minor key, then by the major one
+    order = torch.sort(key, stable=True).indices
+    order = order[torch.sort(vertex[order], stable=True).indices]
+    v = vertex[order]
+    last = torch.ones_like(v, dtype=torch.bool)
+    last[:-1] = v[1:] != v[:-1]
     return order[last]
 
 
+STATE_FIELDS = ("memory", "mem_ts", "mailbox", "mail_ts", "next_slot")
+
+
 class MemoryStore:
-    """The state rows of the vertices one worker owns (global id -> local slot)."""
+    """The state rows of the vertices one worker owns (global id -> local slot), on the
+    worker's training device; ids to read arrive there too (from the exchange)."""
 
     def __init__(self, owned: np.ndarray, num_nodes: int, layout: RowLayout,
-                 node_feat: np.ndarray | None = None):
+                 node_feat: np.ndarray | None = None, device="cpu"):
         self.owned = np.asarray(owned, dtype=np.int64)
         self.layout = layout
-        self.local = np.full(num_nodes, -1, dtype=np.int64)
-        self.local[self.owned] = np.arange(len(self.owned))
-        n, m = len(self.owned), layout.mailbox_size
-        self.memory = torch.zeros(n, layout.memory_dim)
-        self.mem_ts = torch.zeros(n, dtype=torch.float64)
-        self.mailbox = torch.zeros(n, m, layout.mail_dim)
-        self.mail_ts = torch.full((n, m), NO_MAIL, dtype=torch.float64)
-        self.next_slot = torch.zeros(n, dtype=torch.long)
+        self.device = torch.device(device)
+        local = np.full(num_nodes, -1, dtype=np.int64)
+        local[self.owned] = np.arange(len(self.owned))
+        self.local = torch.from_numpy(local).to(self.device)
+        n, m, on = len(self.owned), layout.mailbox_size, dict(device=self.device)
+        self.memory = torch.zeros(n, layout.memory_dim, **on)
+        self.mem_ts = torch.zeros(n, dtype=torch.float64, **on)
+        self.mailbox = torch.zeros(n, m, layout.mail_dim, **on)
+        self.mail_ts = torch.full((n, m), NO_MAIL, dtype=torch.float64, **on)
+        self.next_slot = torch.zeros(n, dtype=torch.long, **on)
         self.node_feat = None
         if layout.node_feat_dim:
-            self.node_feat = torch.as_tensor(np.asarray(node_feat, dtype=np.float32)[self.owned])
+            feat = np.asarray(node_feat, dtype=np.float32)[self.owned]
+            self.node_feat = torch.from_numpy(feat).to(self.device)
 
     def reset(self) -> None:
         """Start of an epoch: no memory, no mail (TGN resets memory every epoch)."""
@@ -114,16 +128,17 @@ class MemoryStore:
         self.mail_ts.fill_(NO_MAIL)
         self.next_slot.zero_()
 
-    def _slots(self, vertex: np.ndarray) -> torch.Tensor:
+    def _slots(self, vertex: torch.Tensor) -> torch.Tensor:
         slots = self.local[vertex]
-        if len(slots) and slots.min() < 0:
+        if bool((slots < 0).any()):
             bad = vertex[slots < 0][:5]
             raise RuntimeError(f"vertices {bad.tolist()} were sent to a worker that does not own "
                                "them; every worker must use the same ownership array")
-        return torch.from_numpy(slots)
+        return slots
 
-    def read(self, vertex: np.ndarray) -> torch.Tensor:
-        s = self._slots(np.asarray(vertex, dtype=np.int64))
+    def read(self, vertex: torch.Tensor) -> torch.Tensor:
+        """Read rows of global ids `vertex` (int64, moved to the store's device if not there)."""
+        s = self._slots(torch.as_tensor(vertex, dtype=torch.int64, device=self.device))
         n, m = len(s), self.layout.mailbox_size
         parts = [self.memory[s], self.mailbox[s].reshape(n, m * self.layout.mail_dim),
                  f64_to_words(self.mem_ts[s]),
@@ -136,21 +151,20 @@ class MemoryStore:
         """Apply write rows (any order, duplicates allowed): the latest per vertex wins;
         its mail goes into the vertex's next mailbox slot."""
         w = self.layout.unpack_write(rows)
-        keep = latest_per_vertex(w["vertex"].numpy(), w["key"].numpy())
-        keep_t = torch.from_numpy(keep)
-        s = self._slots(w["vertex"].numpy()[keep])
-        self.memory[s] = w["memory"][keep_t]
-        self.mem_ts[s] = w["mem_ts"][keep_t]
+        keep = latest_per_vertex(w["vertex"], w["key"])
+        s = self._slots(w["vertex"][keep])
+        self.memory[s] = w["memory"][keep]
+        self.mem_ts[s] = w["mem_ts"][keep]
         slot = self.next_slot[s]
-        self.mailbox[s, slot] = w["mail"][keep_t]
-        self.mail_ts[s, slot] = w["mail_ts"][keep_t]
+        self.mailbox[s, slot] = w["mail"][keep]
+        self.mail_ts[s, slot] = w["mail_ts"][keep]
         self.next_slot[s] = (slot + 1) % self.layout.mailbox_size
 
     def state(self) -> dict:
-        """Owned rows by global id, for checkpoints (merged across workers by the caller)."""
-        return dict(vertex=self.owned.copy(), memory=self.memory.clone(),
-                    mem_ts=self.mem_ts.clone(), mailbox=self.mailbox.clone(),
-                    mail_ts=self.mail_ts.clone(), next_slot=self.next_slot.clone())
+        """Owned rows by global id, as host copies for checkpoints (merged across workers by
+        the caller)."""
+        return dict(vertex=self.owned.copy(),
+                    **{name: getattr(self, name).to("cpu", copy=True) for name in STATE_FIELDS})
 
     def load_state(self, state: dict) -> None:
         """Take this worker's rows from a global state (any previous ownership)."""
@@ -161,8 +175,8 @@ class MemoryStore:
             raise RuntimeError("the checkpointed memory does not cover every vertex; it was "
                                "written for another dataset; start without run.resume")
         src = torch.from_numpy(src)
-        for name in ("memory", "mem_ts", "mailbox", "mail_ts", "next_slot"):
-            getattr(self, name).copy_(state[name][src])
+        for name in STATE_FIELDS:
+            getattr(self, name).copy_(state[name][src])      # host rows onto the device
 
 
 def merge_states(states: list[dict]) -> dict:
@@ -170,6 +184,6 @@ def merge_states(states: list[dict]) -> dict:
     vertex = np.concatenate([s["vertex"] for s in states])
     order = torch.from_numpy(np.argsort(vertex, kind="stable"))
     merged = {"vertex": torch.from_numpy(vertex[order.numpy()])}
-    for name in ("memory", "mem_ts", "mailbox", "mail_ts", "next_slot"):
+    for name in STATE_FIELDS:
         merged[name] = torch.cat([s[name] for s in states])[order]
     return merged

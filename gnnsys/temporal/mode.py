@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from ..prefetch import prefetched
 from ..runlog import progress
-from .batch import BatchPlanner, PreparedBatch
+from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
 from .metrics import link_metrics
@@ -49,7 +49,12 @@ class TemporalMode:
         self.ctx, self.config, self.events = ctx, config, events
         self.layout = row_layout(config, events)
         owned = np.flatnonzero(owner == ctx.rank)
-        self.store = MemoryStore(owned, events.num_nodes, self.layout, events.node_feat)
+        # memory, mailbox, the exchange and every batch tensor live on the training device;
+        # only planning (batches, neighbour sampling, who owns what) stays on the host
+        self.device = ctx.device
+        self.store = MemoryStore(owned, events.num_nodes, self.layout, events.node_feat,
+                                 device=self.device)
+        self.edge_feat = None if events.edge_feat is None else events.edge_feat.to(self.device)
         self.exchange = MemoryExchange(ctx.comm, owner, self.store, config.temporal.exchange)
         self.planner = BatchPlanner(events, config.sampler.batch_size, ctx.rank, ctx.world_size,
                                     config.train.seed, config.temporal.num_neighbors,
@@ -60,7 +65,7 @@ class TemporalMode:
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
 
     def build_model(self):
-        self.model = build_model(self.config, self.events)
+        self.model = build_model(self.config, self.events).to(self.device)
         return self.model
 
     # ----------------------------------------------------------------------- training
@@ -72,9 +77,9 @@ class TemporalMode:
         self.epoch = epoch                       # validation draws this epoch's negatives
         start = time.perf_counter()
         for batch in prefetched(self.planner.epoch("train", epoch, 1), self.config.sampler.prefetch):
-            loss, memory, memory_ts, _, _ = self._forward(batch, train=True)
+            loss, memory, memory_ts, moved, _ = self._forward(batch, train=True)
             yield loss, len(batch.src), batch.global_size
-            self._write_back(batch, memory.detach(), memory_ts)
+            self._write_back(batch, moved, memory.detach(), memory_ts)
         self.train_s = time.perf_counter() - start
 
     def epoch_stats(self) -> dict:
@@ -87,53 +92,42 @@ class TemporalMode:
                                       / self.ctx.world_size, 1)}
 
     def _forward(self, batch: PreparedBatch, train: bool):
+        """(loss, new memory and its time of the written roots, the moved batch,
+        (pos, neg) logits) of this worker's shard."""
         _, rows, inverse = self.exchange.fetch(batch.needed)
         f = self.layout.unpack_read(rows)
-        inv = torch.from_numpy(inverse)
+        moved = to_device(batch, inverse, self.device)
         b, n_neg = len(batch.src), batch.negatives.shape[1]
-        roots = len(batch.src) * (2 + n_neg)
-        root_time = torch.tensor(batch.root_time)
+        neighbors = moved.neighbors
+        if neighbors is not None:
+            neighbors["edge"] = None if self.edge_feat is None else \
+                self.edge_feat[neighbors["event"]]
         with torch.set_grad_enabled(train):
-            neighbors = self._neighbors(batch, inv[roots:], root_time) \
-                if self.model.uses_neighbors else None
-            h, memory, memory_ts = self.model.forward_roots(f, inv, roots, root_time,
+            h, memory, memory_ts = self.model.forward_roots(f, moved.root_index, moved.root_time,
                                                             neighbors, num_written=2 * b)
             h_src, h_dst = h[:b], h[b:2 * b]
             h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
             pos = self.model.score(h_src, h_dst)
             neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
-        return loss, memory, memory_ts, pos.detach().numpy(), neg.detach().numpy()
+        return loss, memory, memory_ts, moved, (pos.detach(), neg.detach())
 
-    def _neighbors(self, batch: PreparedBatch, nbr_inverse: torch.Tensor,
-                   root_time: torch.Tensor) -> dict:
-        n = batch.neighbors
-        mask = torch.from_numpy(n.mask)
-        index = torch.zeros(mask.shape, dtype=torch.long)
-        index[mask] = nbr_inverse
-        dt = (root_time.unsqueeze(1) - torch.from_numpy(n.times)).clamp(min=0) * mask
-        edge = None
-        if self.events.edge_feat is not None:
-            edge = self.events.edge_feat[torch.from_numpy(n.events).clamp(min=0)]
-            edge = edge * mask.unsqueeze(-1)
-        return dict(index=index, mask=mask, dt=dt, edge=edge)   # dt stays float64 seconds
-
-    def _write_back(self, batch: PreparedBatch, memory: torch.Tensor,
+    def _write_back(self, batch: PreparedBatch, moved: DeviceBatch, memory: torch.Tensor,
                     memory_ts: torch.Tensor) -> None:
         """memory / memory_ts: new state of the src occurrences, then the dst ones."""
         b = len(batch.src)
         s_src, s_dst = memory[:b], memory[b:]
         parts_src, parts_dst = [s_src, s_dst], [s_dst, s_src]
-        if self.events.edge_feat is not None:
-            e = self.events.edge_feat[torch.from_numpy(batch.events)]
+        if self.edge_feat is not None:
+            e = self.edge_feat[moved.events]
             parts_src.append(e)
             parts_dst.append(e)
         mail = torch.cat([torch.cat(parts_src, 1), torch.cat(parts_dst, 1)])
-        event_time = torch.tensor(batch.time)     # a copy: Ray hands out read-only arrays
         # key = 2 * event + role orders a vertex's occurrences by (time, event, role)
         key = np.concatenate([2.0 * batch.events, 2.0 * batch.events + 1])
+        # the mails' time: the event time of src then dst, i.e. the first 2b root times
         self.exchange.write_back(batch.written, key, memory, memory_ts, mail,
-                                 torch.cat([event_time, event_time]))
+                                 moved.root_time[:2 * b])
 
     # ----------------------------------------------------------------------- evaluation
     def evaluate(self) -> dict:
@@ -168,15 +162,16 @@ class TemporalMode:
         positives, negatives, events = [], [], []
         for batch in prefetched(self.planner.epoch(phase, epoch, num_negatives),
                                 self.config.sampler.prefetch):
-            _, memory, memory_ts, pos, neg = self._forward(batch, train=False)
-            self._write_back(batch, memory, memory_ts)
+            _, memory, memory_ts, moved, (pos, neg) = self._forward(batch, train=False)
+            self._write_back(batch, moved, memory, memory_ts)
             positives.append(pos)
             negatives.append(neg)
             events.append(batch.events)
             bar.update(1)
         bar.close()
-        mine = (np.concatenate(positives) if positives else np.zeros(0),
-                np.concatenate(negatives) if negatives else np.zeros((0, 1)),
+        # the phase's logits leave the device once
+        mine = (torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
+                torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
                 np.concatenate(events) if events else np.zeros(0, dtype=np.int64))
         gathered = self.ctx.comm.all_gather_object(mine)
         pos = np.concatenate([g[0] for g in gathered])

@@ -141,14 +141,20 @@ class AttentionEmbedding(nn.Module):
         self.merge = nn.Sequential(nn.Linear(out_dim + memory_dim, out_dim), nn.ReLU(),
                                    nn.Linear(out_dim, out_dim))
 
-    def forward(self, x, root_index, neighbor_index, neighbor_edge, neighbor_dt, mask):
+    def forward(self, x, root_index, neighbors):
+        """neighbors: the filled slots only (`batch.to_device`); an empty slot is never
+        projected: it stays zero and the attention masks it out."""
+        n, k = neighbors["mask"].shape
         zero = self.time_encoder(torch.zeros(1, device=x.device)).expand(len(x), -1)
         query = self.query(torch.cat([x, zero], 1))[root_index]
-        kv = self.kv_vertex(x)[neighbor_index] + self.kv_time(self.time_encoder(neighbor_dt))
+        filled = self.kv_vertex(x)[neighbors["row"]] + \
+            self.kv_time(self.time_encoder(neighbors["dt"]))
         if self.kv_edge is not None:
-            kv = kv + self.kv_edge(neighbor_edge)
-        key, value = kv.chunk(2, -1)
-        attended = self.attention(query, key, value + self.value_bias, mask)
+            filled = filled + self.kv_edge(neighbors["edge"])
+        width = filled.shape[1]
+        kv = filled.new_zeros(n * k, width).index_copy(0, neighbors["slot"], filled)
+        key, value = kv.view(n, k, width).chunk(2, -1)
+        attended = self.attention(query, key, value + self.value_bias, neighbors["mask"])
         return self.merge(torch.cat([attended, x[root_index]], 1))
 
 
@@ -206,15 +212,14 @@ class TemporalLinkModel(nn.Module):
             return memory
         return memory + self.node_proj(node_feat)
 
-    def forward_roots(self, state: dict, inverse: torch.Tensor, num_roots: int,
-                      root_time: torch.Tensor, neighbors: dict | None, num_written: int):
+    def forward_roots(self, state: dict, root_index: torch.Tensor, root_time: torch.Tensor,
+                      neighbors: dict | None, num_written: int):
         """Embeddings of the roots and the new memory of the first `num_written` roots.
 
         state: unpacked rows of the batch's unique vertices (memory, mem_ts, mailbox,
-        mail_ts, node_feat); inverse: row of each needed occurrence (roots first, then the
-        neighbour slots); neighbors: dict(index [R, k] rows, mask, dt, edge) for TGN.
+        mail_ts, node_feat); root_index: row of each root; root_time: float64 seconds;
+        neighbors: TGN's filled slots (`batch.to_device`) plus their edge features `edge`.
         Returns (h [R, D], memory [num_written, M], memory_ts [num_written])."""
-        root_index = inverse[:num_roots]
         if self.arch == "apan":
             memory = self.updater(state["memory"][root_index], state["mailbox"][root_index],
                                   state["mail_ts"][root_index], root_time)
@@ -229,8 +234,7 @@ class TemporalLinkModel(nn.Module):
         memory_ts = torch.where(newest >= 0, newest, state["mem_ts"])
         x = self.node_input(memory, state["node_feat"])
         if self.arch == "tgn":
-            h = self.embedding(x, root_index, neighbors["index"], neighbors["edge"],
-                               neighbors["dt"], neighbors["mask"])
+            h = self.embedding(x, root_index, neighbors)
         else:
             dt = (root_time - memory_ts[root_index]).clamp(min=0) / self.time_scale
             h = self.embedding(x[root_index], dt)

@@ -29,10 +29,14 @@ def test_timestamps_survive_float32_rows_bit_exactly():
 
 
 def test_latest_per_vertex_is_by_key_not_order():
-    vertex = np.array([4, 2, 4, 4, 2])
-    key = np.array([7.0, 3.0, 9.0, 8.0, 1.0])
+    vertex = torch.tensor([4, 2, 4, 4, 2])
+    key = torch.tensor([7.0, 3.0, 9.0, 8.0, 1.0], dtype=torch.float64)
     keep = latest_per_vertex(vertex, key)
-    assert sorted(zip(vertex[keep].tolist(), key[keep].tolist())) == [(2, 3.0), (4, 9.0)]
+    assert list(zip(vertex[keep].tolist(), key[keep].tolist())) == [(2, 3.0), (4, 9.0)]
+    # the largest key wins wherever it stands; the result is sorted by vertex
+    vertex = torch.tensor([5, 1, 5, 1, 5])
+    key = torch.tensor([3.0, 4.0, 1.0, 2.0, 2.0], dtype=torch.float64)
+    assert latest_per_vertex(vertex, key).tolist() == [1, 0]
 
 
 def test_store_applies_latest_write_and_fills_the_mailbox_ring():
