@@ -30,19 +30,20 @@ ARCHS = ("tgn", "jodie", "apan")
 class TimeEncoder(nn.Module):
     """phi(dt) = cos(w * dt + b), w initialised to 1 / 10^linspace(0, 9) as in TGN/TGL.
 
-    Phase and parameters are float64, applied elementwise: raw gaps reach 1e7-1e8 s,
-    where a float32 phase is off by whole radians, its rounding depends on the batch
-    shape (BLAS blocking), and the gradient of w sums terms of size dt that cancel; in
-    float32 one process and K workers would then train measurably different models."""
+    float32, on gaps: callers subtract times in float64 (or take a gap the host computed
+    in float64) and the gap is cast to float32 only here, so it keeps a relative precision
+    of 6e-8 (whole seconds up to 2^24 s, 194 days) however large the absolute times are.
+    Elementwise, not a Linear, so a slot's phase does not depend on the batch shape (BLAS
+    blocking) and one process and K workers compute it alike."""
 
     def __init__(self, dim: int):
         super().__init__()
         self.dim = dim
-        self.weight = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dim)))
-        self.bias = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
+        self.weight = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dim)).float())
+        self.bias = nn.Parameter(torch.zeros(dim))
 
     def forward(self, dt: torch.Tensor) -> torch.Tensor:
-        return torch.cos(dt.double().unsqueeze(-1) * self.weight + self.bias).float()
+        return torch.cos(dt.float().unsqueeze(-1) * self.weight + self.bias)
 
 
 class RecurrentUpdater(nn.Module):

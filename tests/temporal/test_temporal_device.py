@@ -56,6 +56,33 @@ def test_a_step_runs_on_the_device_it_is_given(arch, graph_factory, tiny_config)
     assert all(p.grad is None or p.grad.device == META for p in mode.model.parameters())
 
 
+def test_gaps_keep_whole_seconds_at_unix_scale():
+    """Neighbour gaps are taken in float64 before the float32 cast: at Unix-second times
+    (1.7e9, where float32 steps by 128 s) a 1 s gap stays 1 s, a 1e7 s gap stays exact;
+    empty slots do not travel."""
+    from gnnsys.temporal.batch import PreparedBatch, to_device
+    from samplers.temporal import PAD, SampledNeighbors
+    t = 1.7e9
+    nodes = np.full((3, 2), PAD)
+    nodes[0] = [4, 5]
+    nodes[1, 0] = 6
+    times = np.zeros((3, 2))
+    times[0] = [t - 1e7, t - 1]
+    times[1, 0] = t - 3
+    batch = PreparedBatch(index=0, global_size=1, events=np.array([9]), src=np.array([0]),
+                          dst=np.array([1]), time=np.array([t]), negatives=np.array([[2]]),
+                          neighbors=SampledNeighbors(nodes=nodes, times=times,
+                                                     events=np.where(nodes == PAD, PAD, 7),
+                                                     count=np.array([2, 1, 0])))
+    inverse = np.unique(batch.needed, return_inverse=True)[1]
+    moved = to_device(batch, inverse, "cpu")
+    n = moved.neighbors
+    assert n["dt"].dtype == torch.float32 and n["dt"].tolist() == [1e7, 1.0, 3.0]
+    assert n["slot"].tolist() == [0, 1, 2] and n["event"].tolist() == [7, 7, 7]
+    assert n["mask"].tolist() == [[True, True], [True, False], [False, False]]
+    assert moved.root_time.dtype == torch.float64 and moved.root_time.tolist() == [t] * 3
+
+
 def test_store_state_lives_on_its_device():
     layout = RowLayout(memory_dim=3, mail_dim=4, mailbox_size=2, node_feat_dim=1)
     store = MemoryStore(np.array([1, 3]), 5, layout, node_feat=np.ones((5, 1)), device=META)
