@@ -101,6 +101,10 @@ class _Worker:
             port = s.getsockname()[1]
         return ip, port, uuid.uuid4().hex
 
+    def node_ip(self) -> str:
+        """The address of this worker's Ray node (answered even mid-run: see max_concurrency)."""
+        return _node_ip()
+
     def setup(self, master: tuple[str, int], config) -> bool:
         import torch.distributed as dist
         self.device = _pick_device(config, self.rank)
@@ -147,6 +151,21 @@ def _is_collective_failure(err: BaseException) -> bool:
     import torch.distributed as dist
     dist_error = getattr(dist, "DistError", ())
     return isinstance(err, dist_error) or "timed out" in str(err).lower()
+
+
+PING_TIMEOUT_S = 10.0
+
+
+def _silent_peers(ray, actors, nodes) -> str:
+    """After a failed collective: which workers do not answer (their node or link is
+    down), named with their node's address; else the peer is alive but stuck."""
+    pings = [a.node_ip.remote() for a in actors]
+    answered, _ = ray.wait(pings, num_returns=len(pings), timeout=PING_TIMEOUT_S)
+    silent = [rank for rank, ping in enumerate(pings) if ping not in answered]
+    if not silent:
+        return "every worker still answers, so a peer is stuck (or was briefly unreachable)"
+    return "; ".join(f"worker {rank} on node {nodes[rank]} does not answer: that node or "
+                     "its network link is down" for rank in silent)
 
 
 def _first_line(err: BaseException) -> str:
@@ -260,9 +279,11 @@ def launch(fn, config, *args) -> list:
 
 
 def _run_group(ray, fn, config, args, world, threads, attempt):
+    # Two threads per actor: a worker blocked in a collective still answers node_ip(),
+    # which tells a stuck peer from one whose node or link is gone.
     remote = ray.remote(_Worker).options(
         num_cpus=config.cluster.cpus_per_worker, num_gpus=config.cluster.gpus_per_worker,
-        max_restarts=0)
+        max_restarts=0, max_concurrency=2)
     actors = [remote.remote(rank, world, threads) for rank in range(world)]
     try:
         start = config.cluster.start_timeout_s
@@ -271,6 +292,7 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
             ray.get([a.setup.remote(master, config) for a in actors], timeout=start)
         except ray.exceptions.RayTaskError as err:      # e.g. no GPU: the cause is one line
             raise getattr(err, "cause", err) from None
+        nodes = ray.get([a.node_ip.remote() for a in actors], timeout=start)
         refs = [a.run.remote(fn, config, attempt, args) for a in actors]
         rank_of = {ref: r for r, ref in enumerate(refs)}
         pending, results = list(refs), {}
@@ -280,7 +302,9 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
             try:
                 results[rank_of[ref]] = ray.get(ref)
             except _worker_death_errors(ray) as err:
-                raise WorkerFailure(f"worker {rank_of[ref]} died ({type(err).__name__})") from None
+                rank = rank_of[ref]
+                raise WorkerFailure(f"worker {rank} on node {nodes[rank]} died "
+                                    f"({type(err).__name__})") from None
             except ray.exceptions.RayTaskError as err:
                 cause = err.cause if hasattr(err, "cause") else err
                 if isinstance(cause, (KeyboardInterrupt, SystemExit)):
@@ -288,7 +312,7 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
                 if _is_collective_failure(cause):
                     raise WorkerFailure(
                         f"worker {rank_of[ref]}: a collective failed ({_first_line(cause)}); "
-                        f"a peer died or is stuck (collectives give up after "
+                        f"{_silent_peers(ray, actors, nodes)} (collectives give up after "
                         f"cluster.timeout_s={config.cluster.timeout_s}s)") from None
                 raise cause from None
         return [results[r] for r in range(world)]

@@ -100,6 +100,8 @@ def test_two_namespaces_train_and_survive_a_cut_link(tmp_path, dist_config):
         assert driver.returncode != 0, out[-3000:]
         errors = [line for line in out.splitlines() if line.startswith("gnnsys: ")]
         assert len(errors) == 1 and "training failed: worker" in errors[0], out[-3000:]
+        # the line names the node whose link was cut
+        assert f"on node {cluster.addresses[1]} " in errors[0], errors[0]
         assert took < TIMEOUT_S + 40, (took, out[-2000:])
         print(f"cut link: failed {took:.0f}s later with: {errors[0]}")
 
