@@ -123,6 +123,11 @@ class _Worker:
             # (often loopback): bind it to the interface holding this Ray node's address.
             os.environ.setdefault("GLOO_SOCKET_IFNAME", iface)
         backend = _backend(config, self.device)
+        if self.device.type == "cuda":
+            if backend == "gloo":     # gloo has no all_to_all of CUDA tensors
+                raise ConfigError("cluster.backend is 'gloo' but the workers train on CUDA "
+                                  "GPUs; use 'auto' or 'nccl', or train.device: cpu")
+            torch.cuda.set_device(self.device)   # NCCL's object collectives use it
         timeout = timedelta(seconds=config.cluster.timeout_s)
         dist.init_process_group(backend, rank=self.rank, world_size=self.world_size,
                                 timeout=timeout, store=store)
