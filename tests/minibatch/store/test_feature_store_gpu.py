@@ -13,25 +13,27 @@ also runs in-process (marked gpu). The graph stays tiny: the simulator is slow.
 """
 import os
 import sys
+from pathlib import Path
 
 if __name__ == "__main__":                       # simulator child
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")))
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"     # before numba.cuda is imported
+    sys.path[:0] = [str(Path(__file__).resolve().parents[3])]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # tests/: the shared harness
 
-import json
-import subprocess
 import tempfile
-import traceback
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from cuda_simulator import (KernelChecks, assert_check_passed, child_main, child_results,
+                            run_children)
+
 CHILD_TIMEOUT_S = 300
 FANOUTS = [3, 2]
+CHECKS = KernelChecks()
 
 
+@CHECKS
 def store_backed_gpu_sampler_matches_cpu():
     import gnnsys.config
     from gnnsys.distributed.local import ThreadGroup
@@ -115,41 +117,16 @@ def store_backed_gpu_sampler_matches_cpu():
     np.testing.assert_array_equal(filled[0].x.cpu().numpy(), x_all[filled[0].n_id.cpu().numpy()])
 
 
-CHECKS = {"store_backed_gpu_sampler_matches_cpu": store_backed_gpu_sampler_matches_cpu}
-
-
-def _run(names) -> list:
-    results = []
-    for name in names:
-        try:
-            CHECKS[name]()
-            error = None
-        except Exception:
-            error = traceback.format_exc()
-        results.append({"name": name, "ok": error is None, "error": error})
-    return results
-
-
 @pytest.fixture(scope="module")
 def simulator_results():
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["NUMBA_ENABLE_CUDASIM"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
-    child = subprocess.run([sys.executable, __file__], capture_output=True, text=True,
-                           env=env, cwd=REPO_ROOT, timeout=CHILD_TIMEOUT_S)
-    results = {r["name"]: r for r in map(json.loads, (
-        line for line in child.stdout.splitlines() if line.startswith("{")))}
-    if not results:
-        pytest.fail(f"the simulator child reported nothing (exit {child.returncode}):\n"
-                    f"{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
-    return results
+    child = run_children({"simulator": ([sys.executable, __file__], True)},
+                         CHILD_TIMEOUT_S)["simulator"]
+    return child_results(child)
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
 def test_in_cuda_simulator(name, simulator_results):
-    result = simulator_results.get(name)
-    assert result is not None, f"the simulator child did not run {name}"
-    assert result["ok"], f"{name} failed in the CUDA simulator:\n{result['error']}"
+    assert_check_passed(simulator_results, name)
 
 
 @pytest.mark.gpu
@@ -158,11 +135,9 @@ def test_on_gpu(name):
     from samplers.fused_gpu import cuda_gpu_available
     if not cuda_gpu_available():
         pytest.skip("needs a CUDA GPU (numba.cuda.is_available() is False)")
-    (result,) = _run([name])
+    (result,) = CHECKS.run([name])
     assert result["ok"], result["error"]
 
 
 if __name__ == "__main__":
-    sys.setswitchinterval(0.0005)   # hands the GIL to the simulated threads sooner
-    for outcome in _run(sys.argv[1:] or sorted(CHECKS)):
-        print(json.dumps(outcome), flush=True)
+    child_main(CHECKS, sys.argv[1:])
