@@ -15,25 +15,22 @@ discovery order, so whole batches must be equal, not just similar. Graphs stay t
 """
 import os
 import sys
+from pathlib import Path
 
 if __name__ == "__main__" and "--compile-ptx" not in sys.argv:   # simulator child:
-    # switch the simulator on before numba.cuda is imported
-    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-    sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
-
-import json
-import subprocess
-import time
-import traceback
-from pathlib import Path
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"        # before numba.cuda is imported
+if __name__ == "__main__":
+    sys.path[:0] = [str(Path(__file__).resolve().parents[2])]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # tests/: the shared harness
 
 import numpy as np
 import pytest
 
+from cuda_simulator import (KernelChecks, assert_check_passed, assert_compiled, child_main,
+                            child_results, compile_ptx, ptx_child_main, run_children)
 from samplers.gpu_tiers import (DEVICE_TIER, FIRST_PEER_TIER, HOST_TIER, MISS, TIER_SHIFT,
                                 TierBudgets, place_adjacency, place_features)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 # Few lanes keep the simulator fast; the real-GPU run uses warps (32 lanes).
 SIMULATOR_OPTIONS = {"lanes": 4, "groups_per_block": 8}
 DEVICE_OPTIONS = {"lanes": 32, "groups_per_block": 4}
@@ -148,15 +145,10 @@ def cpu_batch(sub):
 # ----------------------------------------------------------------------------- kernel checks
 # Each takes the kernel options (lanes, groups) and raises on failure. They run in the
 # simulator child and, with a GPU, in-process on the device.
-KERNEL_CHECKS = {}
+KERNEL_CHECKS = KernelChecks()
 
 
-def kernel_check(function):
-    KERNEL_CHECKS[function.__name__] = function
-    return function
-
-
-@kernel_check
+@KERNEL_CHECKS
 def matches_reference_and_cpu_kernel(options):
     from samplers.fused_cpu import FusedSampler
     from samplers.fused_gpu import GpuFusedSampler
@@ -172,7 +164,7 @@ def matches_reference_and_cpu_kernel(options):
             assert sub.block_indices[0].dtype == np.int32 and sub.n_id.dtype == np.int64
 
 
-@kernel_check
+@KERNEL_CHECKS
 def picks_are_distinct_neighbours_and_uniform(options):
     """A node of degree 10 as 300 repeated seeds (each its own target and stream): every
     row holds 3 distinct true neighbours, and each neighbour is picked 3/10 of the time."""
@@ -190,7 +182,7 @@ def picks_are_distinct_neighbours_and_uniform(options):
     assert chi2 < 27.9, f"pick counts {counts} are not uniform (chi2={chi2:.1f}, 9 dof, p=.001)"
 
 
-@kernel_check
+@KERNEL_CHECKS
 def every_tier_and_the_miss_list(options):
     """Rows on device, host, two peer shards, past every budget, and without a local copy
     (row_of -1): each sampled node's row is exact and the misses are listed."""
@@ -224,7 +216,7 @@ def every_tier_and_the_miss_list(options):
     assert sampler._tiers[HOST_TIER].shape[1] == 32, "host rows padded to 128 bytes"
 
 
-@kernel_check
+@KERNEL_CHECKS
 def adjacency_split_between_device_and_host(options):
     """Hub lists replicated on the device, the rest read from pinned host memory: the
     same batch as with the whole CSR on the device."""
@@ -244,7 +236,7 @@ def adjacency_split_between_device_and_host(options):
     assert reads["device"] + reads["host"] == sub.num_sampled_edges
 
 
-@kernel_check
+@KERNEL_CHECKS
 def buffers_reused_across_batches(options):
     """Growing workspaces/hash table, then smaller batches, then on-device output: every
     batch equals the reference; host x stays valid for num_buffers - 1 more calls."""
@@ -270,7 +262,7 @@ def buffers_reused_across_batches(options):
         reference_sample(indptr, indices, [3, 2], batches[1], 1, features))
 
 
-@kernel_check
+@KERNEL_CHECKS
 def float16_no_features_and_edge_cases(options):
     from samplers.fused_gpu import GpuFusedSampler
     indptr, indices, features = tiny_graph()
@@ -291,72 +283,24 @@ def float16_no_features_and_edge_cases(options):
         bare.sample(np.array([160]), 0)
 
 
-def run_kernel_checks_in_this_process(options, names=None) -> list:
-    """Run checks, returning one {'name', 'ok', 'seconds', 'error'} dict per check."""
-    results = []
-    for name in names or sorted(KERNEL_CHECKS):
-        started = time.perf_counter()
-        try:
-            KERNEL_CHECKS[name](options)
-            error = None
-        except Exception:
-            error = traceback.format_exc()
-        results.append({"name": name, "ok": error is None, "error": error,
-                        "seconds": round(time.perf_counter() - started, 2)})
-    return results
-
-
-# ----------------------------------------------------------------------------- child runs
-def _child_env(simulator: bool) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    if simulator:
-        env["NUMBA_ENABLE_CUDASIM"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])
-    return env
-
-
 @pytest.fixture(scope="module")
 def child_runs():
     """Both children of this file, started together (they overlap on two cores):
     'simulator' runs every kernel check in the CUDA simulator, 'ptx' compiles the
-    kernels for a real GPU. Returns {name: CompletedProcess-like (returncode, stdout, stderr)}."""
-    commands = {"simulator": ([sys.executable, __file__], _child_env(True)),
-                "ptx": ([sys.executable, __file__, "--compile-ptx"], _child_env(False))}
-    running = {name: subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True, env=env, cwd=REPO_ROOT)
-               for name, (command, env) in commands.items()}
-    finished = {}
-    for name, process in running.items():
-        try:
-            stdout, stderr = process.communicate(timeout=CHILD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            stdout, stderr = process.communicate()
-        finished[name] = subprocess.CompletedProcess(process.args, process.returncode,
-                                                     stdout, stderr)
-    return finished
+    kernels for a real GPU."""
+    return run_children({"simulator": ([sys.executable, __file__], True),
+                         "ptx": ([sys.executable, __file__, "--compile-ptx"], False)},
+                        CHILD_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")
 def simulator_results(child_runs):
-    """{check name: {'ok', 'error', 'seconds'}} from the simulator child."""
-    child = child_runs["simulator"]
-    results = {}
-    for line in child.stdout.splitlines():
-        if line.startswith("{"):
-            result = json.loads(line)
-            results[result["name"]] = result
-    if not results:
-        pytest.fail(f"the simulator child reported nothing (exit {child.returncode}):\n"
-                    f"{child.stdout[-3000:]}\n{child.stderr[-3000:]}")
-    return results
+    return child_results(child_runs["simulator"])
 
 
 @pytest.mark.parametrize("name", sorted(KERNEL_CHECKS))
 def test_kernel_in_cuda_simulator(name, simulator_results):
-    result = simulator_results.get(name)
-    assert result is not None, f"the simulator child did not run {name}"
-    assert result["ok"], f"{name} failed in the CUDA simulator:\n{result['error']}"
+    assert_check_passed(simulator_results, name)
 
 
 # ----------------------------------------------------------------------------- PTX compile
@@ -364,15 +308,8 @@ def compile_kernels_to_ptx(cc=(9, 0)) -> list:
     """Compile every kernel for a real GPU (sm_90) with the argument types the sampler
     passes: catches what the simulator cannot (typing, e.g. int/uint mixes widening to
     float64; unsupported features). Needs NVVM (numba-cuda[cu12]), not a GPU."""
-    import types as pytypes
-
-    from numba import cuda, typeof
+    from numba import typeof
     from numba import types as nt
-    try:                         # device functions compile for "the current GPU": fake one
-        from numba.cuda import dispatcher
-        dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=cc)
-    except ImportError:
-        pass
     from samplers import gpu_kernels as kernels
 
     def array(dtype, ndim=1):
@@ -400,17 +337,14 @@ def compile_kernels_to_ptx(cc=(9, 0)) -> list:
     compiled = []
     for name, variants in signatures.items():
         for signature in variants:
-            ptx, _ = cuda.compile_ptx(getattr(kernels, name).py_func, signature, cc=cc)
+            ptx = compile_ptx(getattr(kernels, name), signature, cc)
             assert ".f64" not in ptx, f"{name}{signature}: float64 arithmetic crept in"
             compiled.append(name)
     return compiled
 
 
 def test_kernels_compile_for_a_real_gpu(child_runs):
-    child = child_runs["ptx"]
-    if "NO_NVVM" in child.stdout:
-        pytest.skip("numba cannot compile CUDA here (no NVVM: pip install numba-cuda[cu12])")
-    assert child.returncode == 0 and "COMPILED" in child.stdout, child.stdout + child.stderr
+    assert_compiled(child_runs["ptx"])
 
 
 # ----------------------------------------------------------------------------- real GPU
@@ -424,7 +358,7 @@ def _real_gpu() -> bool:
 def test_kernel_on_gpu(name):
     if not _real_gpu():
         pytest.skip("needs a CUDA GPU (numba.cuda.is_available() is False)")
-    (result,) = run_kernel_checks_in_this_process(DEVICE_OPTIONS, [name])
+    (result,) = KERNEL_CHECKS.run([name], DEVICE_OPTIONS)
     assert result["ok"], result["error"]
 
 
@@ -487,25 +421,7 @@ def test_make_sampler_picks_cpu_without_a_gpu():
             make_sampler("cuda", indptr, indices, [2])
 
 
-def _compile_ptx_child():
-    try:
-        from numba.cuda.cudadrv.error import CudaSupportError, NvvmSupportError
-        try:
-            names = compile_kernels_to_ptx()
-        except (NvvmSupportError, CudaSupportError) as error:
-            print(f"NO_NVVM {error}")
-            return
-    except ImportError as error:
-        print(f"NO_NVVM {error}")
-        return
-    print(f"COMPILED {len(names)} kernel variants")
-
-
 if __name__ == "__main__" and sys.argv[1:] == ["--compile-ptx"]:
-    _compile_ptx_child()
+    ptx_child_main(lambda: len(compile_kernels_to_ptx()))
 elif __name__ == "__main__":
-    # The simulator's block manager polls its threads while holding the GIL; a short
-    # switch interval hands the GIL to the simulated threads sooner (~10% faster).
-    sys.setswitchinterval(0.0005)
-    for outcome in run_kernel_checks_in_this_process(SIMULATOR_OPTIONS, sys.argv[1:]):
-        print(json.dumps(outcome), flush=True)
+    child_main(KERNEL_CHECKS, sys.argv[1:], SIMULATOR_OPTIONS)
