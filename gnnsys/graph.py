@@ -6,7 +6,7 @@ memory-mapped from disk. Row `v` of the CSR lists the vertices whose messages fl
 `v` (its in-neighbours); for the symmetric graphs most datasets are, that is simply the
 neighbour list. Saving writes one `.npy` per array plus `meta.json` (no pickle).
 
-Depends on numpy (and `partition.format` for atomic writes); no torch.
+Depends on numpy, scipy (and `partition.format` for atomic writes); no torch.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 from partition.format import atomic_directory
 
@@ -28,7 +29,8 @@ class Graph:
     """CSR graph with features, labels and a train/val/test split.
 
     indptr:  int64 [N+1]; indices: int32 (int64 when N >= 2**31) [E].
-    x: float32/float16 [N, F] or None; y: int64 [N] (-1 = unlabelled) or None.
+    x: float32/float16 [N, F] (a dense array, or a scipy CSR matrix for sparse
+       bag-of-words features, gnnsys.sparse_features) or None; y: int64 [N] (-1 = unlabelled) or None.
     train_idx/val_idx/test_idx: int64 node ids.
     """
 
@@ -60,8 +62,8 @@ class Graph:
                 f"indices has {self.indices.size} entries; the CSR is inconsistent")
         for key in ("x", "y"):
             arr = getattr(self, key)
-            if arr is not None and len(arr) != self.num_nodes:
-                raise ValueError(f"Graph '{self.name}': {key} has {len(arr)} rows "
+            if arr is not None and arr.shape[0] != self.num_nodes:
+                raise ValueError(f"Graph '{self.name}': {key} has {arr.shape[0]} rows "
                                  f"but the graph has {self.num_nodes} nodes")
 
     # ---------------------------------------------------------------- shape
@@ -114,8 +116,7 @@ class Graph:
         path = Path(path)
         with atomic_directory(path) as tmp:
             present = []
-            for key in _ARRAYS:
-                arr = getattr(self, key)
+            for key, arr in self._arrays_to_save():
                 if arr is not None:
                     np.save(tmp / f"{key}.npy", np.ascontiguousarray(arr), allow_pickle=False)
                     present.append(key)
@@ -125,6 +126,16 @@ class Graph:
                     "arrays": present, "meta": self.meta}
             (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         return path
+
+    def _arrays_to_save(self):
+        """(file name, array) pairs; CSR features as their three arrays (x_indptr, ...)."""
+        for key in _ARRAYS:
+            arr = getattr(self, key)
+            if key == "x" and sp.issparse(arr):
+                yield from (("x_indptr", arr.indptr), ("x_indices", arr.indices),
+                            ("x_data", arr.data), ("x_shape", np.array(arr.shape)))
+            else:
+                yield key, arr
 
     @classmethod
     def load(cls, path: str | os.PathLike, mmap: bool = True) -> "Graph":
@@ -141,6 +152,10 @@ class Graph:
         for key in meta["arrays"]:
             arrays[key] = np.load(path / f"{key}.npy", mmap_mode="r" if mmap else None,
                                   allow_pickle=False)
+        if "x_shape" in arrays:
+            arrays["x"] = sp.csr_matrix(
+                (arrays.pop("x_data"), arrays.pop("x_indices"), arrays.pop("x_indptr")),
+                shape=tuple(int(n) for n in arrays.pop("x_shape")))
         g = cls(**arrays, num_classes=meta["num_classes"], name=meta["name"],
                 metric=meta.get("metric", "accuracy"), meta=meta.get("meta", {}))
         if g.num_nodes != meta["num_nodes"] or g.num_edges != meta["num_edges"]:

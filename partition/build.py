@@ -77,7 +77,7 @@ def build_partitions(graph, path, *, method: str, num_parts: int, fanouts, batch
     stage()
     old_of_new, new_of_old, offsets = contiguous_order(parts, num_parts, key)
     indptr, indices = relabel_csr(graph.indptr, graph.indices, old_of_new, new_of_old)
-    x = None if graph.x is None else np.asarray(graph.x)[old_of_new]
+    x = None if graph.x is None else graph.x[old_of_new]       # dense or CSR rows
     y = None if graph.y is None else np.asarray(graph.y)[old_of_new]
     splits = {name: None if getattr(graph, name) is None
               else new_of_old[np.asarray(getattr(graph, name))]

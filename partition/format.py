@@ -5,7 +5,8 @@
     parts_dir/part-<k>/indptr.npy  CSR of the rows part k owns (local row i = global id
                                    offsets[k] + i), starting at 0
                       indices.npy  their columns, as global (relabelled) ids
-                      x.npy        features of the owned rows (if the graph has any)
+                      x.npy        features of the owned rows (if the graph has any);
+                                   sparse ones as x_indptr, x_indices, x_data, x_shape
                       y.npy        labels of the owned rows
                       train_idx.npy, val_idx.npy, test_idx.npy   owned split ids (global)
                       orig_ids.npy the dataset's id of each owned row
@@ -15,7 +16,7 @@ name and renamed into place when complete, so a crash never leaves a half-writte
 that looks valid; a later corruption (truncated or edited file) is caught by the sizes
 and checksums in the manifest, and the error names the file.
 
-Depends on numpy only; never imports gnnsys or torch.
+Depends on numpy and scipy only; never imports gnnsys or torch.
 """
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -145,7 +147,11 @@ def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=
             lo, hi = int(offsets[k]), int(offsets[k + 1])
             arrays = {"indptr": indptr[lo:hi + 1] - indptr[lo],
                       "indices": indices[indptr[lo]:indptr[hi]]}
-            if x is not None:
+            if sp.issparse(x):
+                rows = x[lo:hi]
+                arrays.update(x_indptr=rows.indptr, x_indices=rows.indices, x_data=rows.data,
+                              x_shape=np.array(rows.shape))
+            elif x is not None:
                 arrays["x"] = x[lo:hi]
             if y is not None:
                 arrays["y"] = y[lo:hi]
@@ -241,6 +247,14 @@ class PartitionSet:
         except (OSError, ValueError) as err:
             raise PartitionError(f"cannot read partition file {file} ({err}); delete "
                                  f"{self.path} and partition again") from None
+
+    def features(self, part: int):
+        """The part's feature rows: dense (memory-mapped), a CSR matrix, or None."""
+        if self.array(part, "x_shape") is None:
+            return self.array(part, "x")
+        return sp.csr_matrix((self.array(part, "x_data"), self.array(part, "x_indices"),
+                              self.array(part, "x_indptr")),
+                             shape=tuple(int(n) for n in self.array(part, "x_shape")))
 
     def full_csr(self) -> tuple[np.ndarray, np.ndarray]:
         """The whole graph's CSR in relabelled ids, stitched from every part's rows

@@ -1,7 +1,8 @@
 """Loaders of `.npz` bundles (a user's own, or the project's real graphs, shared/data/MANIFEST.md).
 
 The format is docs/DATA.md: `task` decides the kind, node_classification a static bundle
-(a `Graph`: CSR, dense float32 features, int64 labels, one split), link_prediction a
+(a `Graph`: CSR, float32 features (dense, or CSR as the bundle stores them), int64 labels,
+one split), link_prediction a
 temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory of .npy files,
 one per array. Registry files are looked up, in order, under <data root>/bundles/,
 $GNNSYS_SHARED_DATA/ and the `shared/data` directory beside the repository checkout.
@@ -17,6 +18,7 @@ import scipy.sparse as sp
 from gnnsys.datasets.errors import DatasetError, read_npz
 from gnnsys.datasets.splits import stratified_split
 from gnnsys.graph import Graph
+from gnnsys.sparse_features import as_csr
 from gnnsys.temporal_graph import TemporalGraph
 
 SHARED_DATA_ENV = "GNNSYS_SHARED_DATA"
@@ -117,8 +119,8 @@ def load_static_bundle(name: str, entry: dict, path: Path, arrays: dict, split: 
     split_note = _assign_split(graph, arrays, name, split, entry, dict(params or {}))
     graph.meta = {"source": "bundle", "file": str(path), "split": split,
                   "split_kind": split_note, "features": feature_note}
-    if len(graph.x) != num_nodes:
-        raise ValueError(f"array 'x' has {len(graph.x)} rows for {num_nodes} nodes")
+    if graph.x.shape[0] != num_nodes:
+        raise ValueError(f"array 'x' has {graph.x.shape[0]} rows for {num_nodes} nodes")
     return graph
 
 
@@ -126,9 +128,15 @@ def _static_features(arrays: dict, graph: Graph):
     if "x" in arrays:
         return np.ascontiguousarray(arrays["x"], dtype=np.float32), "dense"
     if "x_shape" in arrays:
-        x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
-                          shape=tuple(int(s) for s in arrays["x_shape"]))
-        return np.asarray(x.toarray(), dtype=np.float32), "sparse->dense"
+        # Kept CSR: a bag-of-words matrix is a fraction of a percent nonzero.
+        try:
+            x = sp.csr_matrix((arrays["x_data"], arrays["x_indices"], arrays["x_indptr"]),
+                              shape=tuple(int(s) for s in arrays["x_shape"]))
+            x.check_format(full_check=True)  # column ids in range, before any kernel reads them
+        except ValueError as err:
+            raise ValueError(f"CSR features x_indptr/x_indices/x_data/x_shape disagree "
+                             f"({err})") from None
+        return as_csr(x), "sparse"
     return structural_features(graph.indptr, graph.indices), "structural (no source features)"
 
 

@@ -10,6 +10,7 @@ import dataclasses
 
 import numpy as np
 
+from ..sparse_features import as_csr, densified, is_sparse
 from .registry import load_dataset
 
 NORMALIZATIONS = ("none", "row", "standard")
@@ -36,6 +37,10 @@ def load_run_graph(config, graph=None):
         raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
                          f"{config.mode} training needs all three")
     check_finite(d.name, graph.x, "feature")
+    if config.mode != "minibatch" and is_sparse(graph.x):
+        graph = dataclasses.replace(graph, x=densified(
+            graph.x, f"mode {config.mode} trains on dense features (only minibatch keeps "
+            "them sparse)"))
     return normalize_features(graph, d.normalize_features)
 
 
@@ -43,24 +48,40 @@ def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
     """Refuse NaN / infinite inputs at load: they would train to chance without a word."""
     if rows is None:
         return
-    bad = []
-    for start in range(0, len(rows), chunk):      # chunks: a memory-mapped array stays on disk
-        block = np.asarray(rows[start:start + chunk])
-        bad.append(~np.isfinite(block).reshape(len(block), -1).all(1))
-    bad = np.concatenate(bad) if bad else np.zeros(0, dtype=bool)
+    if is_sparse(rows):                 # only the stored values can be bad
+        value_ok = np.isfinite(rows.data)
+        bad = np.zeros(rows.shape[0], dtype=bool)
+        bad[np.searchsorted(rows.indptr, np.flatnonzero(~value_ok), side="right") - 1] = True
+    else:
+        bad = _bad_dense_rows(rows, chunk)
     if bad.any():
         raise ValueError(f"dataset '{name}': {int(bad.sum())} {what} rows hold NaN or "
                          f"infinite values (first: row {int(np.flatnonzero(bad)[0])}); "
                          "clean the data before training")
 
 
+def _bad_dense_rows(rows, chunk: int) -> np.ndarray:
+    bad = []
+    for start in range(0, len(rows), chunk):      # chunks: a memory-mapped array stays on disk
+        block = np.asarray(rows[start:start + chunk])
+        bad.append(~np.isfinite(block).reshape(len(block), -1).all(1))
+    return np.concatenate(bad) if bad else np.zeros(0, dtype=bool)
+
+
 def normalize_features(graph, how: str):
     """`row`: each row sums to 1 (PyG's NormalizeFeatures, usual for bag-of-words inputs);
     `standard`: zero mean, unit variance per column, with training-node statistics.
-    Makes an in-memory copy of the features, so leave it `none` for huge graphs."""
+    Makes an in-memory copy of the features, so leave it `none` for huge graphs. Sparse
+    features stay sparse under `row`; `standard` (dense by nature) densifies them."""
     if how == "none":
         return graph
-    x = np.array(graph.x, dtype=np.float32)
+    if how == "row" and is_sparse(graph.x):
+        x = as_csr(graph.x).copy()        # the loaded graph is left as it was
+        sums = np.asarray(x.sum(1), dtype=np.float32).ravel()
+        x.data /= np.repeat(np.maximum(sums, 1e-12), np.diff(x.indptr))
+        return dataclasses.replace(graph, x=x)
+    x = np.array(densified(graph.x, "dataset.normalize_features=standard shifts every "
+                           "entry (use row or none to keep them sparse)"), dtype=np.float32)
     if how == "row":
         x /= np.maximum(x.sum(1, keepdims=True), 1e-12)
     else:

@@ -7,6 +7,7 @@ so `Graph.edge_index()` is already in PyG's order.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from gnnsys.graph import Graph
 from gnnsys.temporal_graph import TemporalGraph
@@ -78,6 +79,8 @@ def tensor_from_numpy(array: np.ndarray):
     """A torch tensor over `array`; read-only (memory-mapped) or strided arrays are copied."""
     import torch
 
+    if sp.issparse(array):           # CSR features: PyG and DGL graphs get dense ones
+        array = array.toarray()
     # Memory-mapped graphs are read-only; torch wants writable memory, so copy those.
     array = np.asarray(array)
     if not array.flags.writeable or not array.flags.c_contiguous:
