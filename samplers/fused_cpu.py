@@ -3,7 +3,8 @@
 The SALIENT recipe (ALGORITHMS.md 1.6) in numba: Floyd sampling without replacement,
 an open-addressing global->local map reused across hops, and the feature rows of every
 sampled node written straight into a reusable output buffer, with no intermediate
-`index_select`. Knows arrays only: depends on numpy and numba, never on gnnsys/torch.
+`index_select`. Knows arrays only: depends on numpy, scipy and numba, never on
+gnnsys/torch.
 
     >>> import numpy as np
     >>> from samplers import FusedSampler
@@ -31,9 +32,11 @@ Semantics (see samplers/types.py for the layout):
   FIRST slot; the later slots therefore only ever appear as targets.
 - Features: x[i] = features[row_of[n_id[i]]] (row_of None: features[n_id[i]]); where
   row_of is -1 the row is zero and i is listed in `missing`.
-- Buffer lifetime: `x` is a view into buffer (call number % num_buffers) of a ring the
-  sampler reuses; it stays valid for the next num_buffers - 1 calls, then is
-  overwritten. Copy it (MiniBatch.from_sampled(copy_x=True)) to keep it longer. n_id
+- Sparse features (a scipy CSR matrix): x is a CSR matrix of the sampled rows' nonzeros
+  (samplers/_gather_csr.py), in fresh arrays owned by the caller; a missing row is empty.
+- Buffer lifetime (dense features): `x` is a view into buffer (call number %
+  num_buffers) of a ring the sampler reuses; it stays valid for the next
+  num_buffers - 1 calls, then is overwritten. Copy it (MiniBatch.from_sampled(copy_x=True)) to keep it longer. n_id
   and the blocks are fresh arrays owned by the caller.
 - One sampler instance serves one thread at a time (its workspaces are shared); use
   one instance per loader thread. The kernels release the GIL.
@@ -55,10 +58,12 @@ import time
 
 import numba
 import numpy as np
+import scipy.sparse as sp
 from numba import njit, prange
 
 from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blocks,
                               gather_rows)
+from samplers._gather_csr import gather_csr_rows
 from samplers._hop_sampling import count_hop, fill_hop
 from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
 from samplers.rng import seed_to_u64
@@ -108,7 +113,8 @@ class FusedSampler:
 
     indptr int64 [N+1] / indices int32|int64 [E]: CSR, row v = in-neighbours of v.
     fanouts: picks per target for each hop, seed-outward; -1 = all neighbours.
-    features: [R, F] float32/float16 (np.memmap fine) or None (no gather, x is None).
+    features: [R, F] float32/float16 (np.memmap fine), a float32 scipy CSR matrix (x is
+    then CSR too), or None (no gather, x is None).
     row_of: None (row = global id) or int64 [N] global id -> features row, -1 = no local
     copy (row left zero, position reported in `missing`).
     num_threads: numba threads for the kernels (default numba.get_num_threads()).
@@ -147,7 +153,9 @@ class FusedSampler:
             raise ValueError(f"FusedSampler: fanouts must be a non-empty list of counts "
                              f">= 0 or -1 (all neighbours), got {list(fanouts)}")
         self.features, self.row_of = self._check_features(features, row_of)
-        self._feature_bytes = None if self.features is None else as_bytes(self.features)
+        self.sparse = sp.issparse(self.features)
+        self._feature_bytes = (None if self.features is None or self.sparse
+                               else as_bytes(self.features))
         self._row_map = NO_ROW_MAP if self.row_of is None else self.row_of
 
         max_threads = numba.config.NUMBA_NUM_THREADS
@@ -179,10 +187,15 @@ class FusedSampler:
             return None, None
         if not hasattr(features, "ndim") or features.ndim != 2:
             raise ValueError("FusedSampler: features must be a 2-D array [rows, dim]")
-        if features.dtype not in (np.float32, np.float16):
+        if sp.issparse(features):
+            if features.format != "csr" or features.dtype != np.float32:
+                raise ValueError(f"FusedSampler: sparse features must be a float32 CSR "
+                                 f"matrix, got {features.format} {features.dtype}; convert "
+                                 "with gnnsys.sparse_features.as_csr")
+        elif features.dtype not in (np.float32, np.float16):
             raise ValueError(f"FusedSampler: features must be float32 or float16, got "
                              f"{features.dtype}; convert with features.astype(np.float32)")
-        if not features.flags.c_contiguous:
+        elif not features.flags.c_contiguous:
             raise ValueError("FusedSampler: features must be C-contiguous (row-major); "
                              "pass np.ascontiguousarray(features)")
         if row_of is None:
@@ -277,7 +290,8 @@ class FusedSampler:
             common = (node_map.table, node_map.tag, node_map.hash_shift, node_map.shard_bits,
                       node_map.shard_fill, node_map.fill_limit, self._candidates, done,
                       num_picks, next_id, self._n_id, local_ids)
-            if self.features is not None and self.overlap_gather and gathered < num_known:
+            if (self._feature_bytes is not None and self.overlap_gather
+                    and gathered < num_known):
                 x = self._ring_buffer(num_known, keep=gathered)
                 self._is_missing = self._missing_flags(num_known)
                 done, next_id = relabel_beside_gather(
@@ -301,6 +315,8 @@ class FusedSampler:
         no_missing = np.empty(0, dtype=np.int64)
         if self.features is None:
             return None, no_missing
+        if self.sparse:
+            return self._gather_sparse(num_rows)
         x = self._ring_buffer(num_rows, keep=gathered)
         self._is_missing = self._missing_flags(num_rows)
         gather_rows(self._feature_bytes, self._row_map, self._n_id, gathered, num_rows,
@@ -308,6 +324,17 @@ class FusedSampler:
         if self.row_of is None:
             return x, no_missing
         return x, np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64)
+
+    def _gather_sparse(self, num_rows: int):
+        """(CSR x of rows n_id[:num_rows], missing): the rows' nonzeros, fresh arrays."""
+        self._is_missing = self._missing_flags(num_rows)
+        f = self.features
+        indptr, indices, data = gather_csr_rows(f.indptr, f.indices, f.data, self._row_map,
+                                                self._n_id, num_rows, self._is_missing)
+        x = sp.csr_matrix((data, indices, indptr), shape=(num_rows, f.shape[1]))
+        missing = (np.empty(0, dtype=np.int64) if self.row_of is None
+                   else np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64))
+        return x, missing
 
     def _ring_buffer(self, num_rows: int, keep: int = 0) -> np.ndarray:
         """View [:num_rows] of this call's buffer, grown geometrically when too small
