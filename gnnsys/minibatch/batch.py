@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
+from ..sparse_features import csr_tensor, is_sparse
+
 
 @dataclass
 class Block:
@@ -38,7 +40,7 @@ class Block:
 @dataclass
 class MiniBatch:
     n_id: torch.Tensor                # [num_input] int64 global ids, seeds first
-    x: torch.Tensor                   # [num_input, F] input features
+    x: torch.Tensor                   # [num_input, F] input features (dense, or sparse CSR)
     y: torch.Tensor | None            # [num_seeds] labels (None at inference)
     blocks: list = field(default_factory=list)
     missing: torch.Tensor | None = None   # positions in x that a remote fetch must fill
@@ -71,7 +73,9 @@ class MiniBatch:
             blocks.append(Block(edge_index=torch.stack([sources, targets]),
                                 num_src=num_src, num_dst=num_dst))
         x = None
-        if sub.x is not None:
+        if is_sparse(sub.x):                  # fresh arrays of the sampler's: no copy needed
+            x = csr_tensor(sub.x)
+        elif sub.x is not None:
             x = sampled_tensor(sub.x)
             x = x.clone() if copy_x else x
         y = None

@@ -4,13 +4,15 @@ rows, one layer at a time, fetching its halo (remote neighbours) between layers.
 Same result as single-machine full-neighbourhood inference (`BlockGNN.inference`):
 layer i of an owned row needs layer i-1 of all its neighbours, so after each layer
 every worker fetches the halo rows' embeddings from their owners with one exchange
-(`RemoteFetcher`). Every rank makes the same calls (one fetch per layer).
+(`RemoteFetcher`). Every rank makes the same calls (one fetch per layer). Sparse (CSR)
+input features stay CSR through the first layer's fetch and product.
 """
 from __future__ import annotations
 
 import numpy as np
 import torch
 
+from ..sparse_features import is_sparse, row_tensor, stacked
 from .store.fetch import RemoteFetcher
 
 
@@ -33,17 +35,19 @@ class HaloGraph:
 @torch.no_grad()
 def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: int,
                    batch_size: int = 4096, device="cpu", progress=None) -> torch.Tensor:
-    """Outputs [num_own, C] of the worker's own rows (model: a BlockGNN)."""
+    """Outputs [num_own, C] of the worker's own rows (model: a BlockGNN; x_own dense
+    or CSR)."""
     model.eval()
-    h_own = torch.from_numpy(np.ascontiguousarray(x_own, dtype=np.float32))
+    h_own = x_own if is_sparse(x_own) else \
+        torch.from_numpy(np.ascontiguousarray(x_own, dtype=np.float32))
     indptr = torch.from_numpy(halo.indptr)
     cols = torch.from_numpy(halo.local_cols)
     global_ids = torch.from_numpy(halo.global_ids)
     n = halo.num_own
     steps = range(0, n, batch_size)
     for i in range(len(model.convs)):
-        fetcher = RemoteFetcher(comm, book, part, h_own.numpy())
-        h_all = torch.cat([h_own, torch.from_numpy(fetcher.fetch(halo.halo))])
+        fetcher = RemoteFetcher(comm, book, part, h_own if is_sparse(h_own) else h_own.numpy())
+        h_all = stacked(h_own, fetcher.fetch(halo.halo))
         outs = []
         for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
             stop = min(start + batch_size, n)
@@ -55,10 +59,10 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
             targets = torch.arange(start, stop)
             others = torch.unique(src[(src < start) | (src >= stop)])
             sources = torch.cat([targets, others])
-            position = torch.empty(h_all.size(0), dtype=torch.long)
+            position = torch.empty(h_all.shape[0], dtype=torch.long)
             position[sources] = torch.arange(len(sources))
             edge_index = torch.stack([position[src], dst])
-            out = model.layer(i, h_all[sources].to(device), edge_index.to(device),
+            out = model.layer(i, row_tensor(h_all, sources).to(device), edge_index.to(device),
                                stop - start, global_ids[sources].to(device))
             outs.append(out.cpu())
         h_own = torch.cat(outs) if outs else torch.empty(0, model.convs[i].out_channels)

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ..prefetch import prefetched
+from ..sparse_features import densified
 from .batch import MiniBatch
 
 
@@ -23,12 +24,15 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
     is present. On the GPU path `gpu_tiers()` returns the feature tiers' options
     ({'budgets': TierBudgets, 'hotness': [N] scores}); it is called only there, since the
     hotness is an array over all nodes. Default: `cache.device_fraction` of the rows on
-    the device, hottest by degree, the rest in pinned host memory."""
+    the device, hottest by degree, the rest in pinned host memory. The GPU kernel gathers
+    dense rows: sparse (CSR) features are densified for it, with a logged line."""
     from samplers.fused_gpu import make_sampler, resolve_device
     from samplers.gpu_tiers import TierBudgets
     device = resolve_device(config.sampler.device)
     options = {"num_buffers": config.sampler.prefetch + 2}
     if device != "cpu" and features is not None:
+        features = densified(features, f"sampler.device={device}: the GPU sampler gathers "
+                             "dense rows (sampler.device=cpu keeps them sparse)")
         if gpu_tiers is not None:
             options.update(gpu_tiers())
         else:

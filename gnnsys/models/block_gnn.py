@@ -8,6 +8,12 @@ and a sampled target's neighbour sum is scaled by d_v / sampled_v, so that with 
 neighbours it is exactly full-graph GCN and with sampling an unbiased estimate of it
 (a block-local normalisation would change with the sample). GCN therefore needs the
 global ids of the input nodes (`n_id`) and `set_degree(graph.degree())` once.
+
+The input features may be a torch sparse CSR tensor (bag-of-words inputs kept sparse,
+gnnsys.sparse_features): the first layer then multiplies sparse x dense, projecting
+before it aggregates (GCN and GAT project first anyway, through F.linear, which takes a
+sparse input; SAGE's mean is linear, so mean(x_j) W = mean(x_j W)). The result equals
+the dense input's up to float rounding.
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
+from ..sparse_features import first_rows, is_sparse, row_tensor
 from .norm import NORM_LAYERS
 
 ARCHS = ("sage", "gcn", "gat")
@@ -75,8 +82,10 @@ class BlockGNN(nn.Module):
         if self.arch == "gcn":
             edge_index, weight = self._gcn_weights(edge_index, num_dst, n_id)
             out = conv(x, edge_index, weight)[:num_dst]
+        elif self.arch == "sage" and is_sparse(x):
+            out = _sage_projecting_first(conv, x, edge_index, num_dst)
         else:
-            out = conv((x, x[:num_dst]), edge_index)
+            out = conv((x, first_rows(x, num_dst)), edge_index)
         return self._activate(i, out)
 
     def _activate(self, i: int, out: torch.Tensor) -> torch.Tensor:
@@ -100,21 +109,23 @@ class BlockGNN(nn.Module):
         """Layer-wise inference over full neighbourhoods: each layer is computed for all
         nodes before the next, so no node's neighbourhood is expanded more than once."""
         self.eval()
-        x = _readonly_tensor(np.asarray(graph.x, dtype=np.float32))
+        sparse = is_sparse(graph.x)       # CSR rows are gathered per batch (first layer)
+        x = graph.x if sparse else _readonly_tensor(np.asarray(graph.x, dtype=np.float32))
         indptr = torch.from_numpy(np.asarray(graph.indptr))
         indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
         n = graph.num_nodes
         steps = range(0, n, batch_size)
         for i in range(len(self.convs)):
             outs = []
-            x_on_device = x.to(device) if self.arch == "sage" else None
+            by_global_id = self.arch == "sage" and not (sparse and i == 0)
+            x_on_device = x.to(device) if by_global_id else None
             for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
                 stop = min(start + batch_size, n)
                 lo, hi = int(indptr[start]), int(indptr[stop])
                 src = indices[lo:hi]
                 dst = torch.repeat_interleave(torch.arange(stop - start),
                                               indptr[start + 1:stop + 1] - indptr[start:stop])
-                if self.arch == "sage":
+                if by_global_id:
                     # SAGE reads sources by global id straight from x: no relabelling
                     ei = torch.stack([src, dst]).to(device)
                     out = self.convs[i]((x_on_device, x_on_device[start:stop]), ei)
@@ -132,11 +143,19 @@ class BlockGNN(nn.Module):
                 sources = torch.empty(len(nodes), dtype=torch.long)
                 sources[local] = nodes
                 edge_index = torch.stack([local[inv[stop - start:]], dst])
-                h = x[sources].to(device)
+                h = row_tensor(x, sources).to(device)
                 outs.append(self.layer(i, h, edge_index.to(device), stop - start,
                                         sources.to(device)).cpu())
             x = torch.cat(outs)
         return x
+
+
+def _sage_projecting_first(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst: int):
+    """SAGEConv (mean, root weight) on a sparse x: each source row is projected once
+    (sparse x dense), then the projections are averaged, instead of averaging raw rows."""
+    projected = F.linear(x, conv.lin_l.weight)
+    out = conv.propagate(edge_index, x=(projected, None), size=(x.shape[0], num_dst))
+    return out + conv.lin_l.bias + conv.lin_r(first_rows(x, num_dst))
 
 
 def _readonly_tensor(array: np.ndarray) -> torch.Tensor:

@@ -1,0 +1,103 @@
+"""Sparse (CSR) features in minibatch mode: kept sparse through the sampler, the feature
+store and the wire, with the densified run's results up to float rounding."""
+import dataclasses
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import torch
+
+from gnnsys.config import from_dict
+from gnnsys.distributed.launcher import WorkerContext
+from gnnsys.distributed.local import ThreadGroup
+from gnnsys.minibatch.store.fetch import RemoteFetcher
+from gnnsys.partitions import ensure_partitions
+from gnnsys.runlog import read_metrics
+from gnnsys.sparse_features import as_csr, feature_bytes
+from gnnsys.testing import tiny_graph
+from gnnsys.training import TrainingLoop, fit
+from partition.format import PartitionBook
+
+WORKERS = 2
+
+
+def sparse_graph():
+    graph = tiny_graph(num_nodes=240, num_features=32)
+    keep = np.random.default_rng(0).random(graph.x.shape) < 0.1
+    return dataclasses.replace(graph, x=as_csr(np.where(keep, graph.x, 0)))
+
+
+def settings(tmp_path, workers, name):
+    return from_dict({
+        "mode": "minibatch",
+        "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.0},
+        "sampler": {"fanouts": [5, 5], "batch_size": 32, "threads": 1, "prefetch": 1},
+        "cache": {"replication": 0.1},
+        "partition": {"dir": str(tmp_path / f"parts-{name}")},
+        "cluster": {"workers": workers},
+        "train": {"epochs": 2, "seed": 3, "progress": False},
+        "run": {"dir": str(tmp_path / f"run-{name}")}})
+
+
+def thread_workers(config, graph):
+    """A K-worker run as K threads (the fetch on a group of its own, as on Ray)."""
+    path = str(ensure_partitions(config, graph, progress=False).path)
+    fetch = ThreadGroup(config.cluster.workers)
+    return ThreadGroup(config.cluster.workers).run(lambda comm: TrainingLoop(
+        WorkerContext(comm.rank, comm.world_size, torch.device("cpu"), comm,
+                      fetch_comm=fetch.comm(comm.rank)), config, (path,)).run())
+
+
+def epochs(run_dir):
+    return [r for r in read_metrics(run_dir) if "loss" in r and "epoch" in r]
+
+
+def test_one_worker_sparse_run_equals_densified_run(tmp_path):
+    graph = sparse_graph()
+    dense = dataclasses.replace(graph, x=graph.x.toarray())
+    got = fit(settings(tmp_path, 1, "sparse"), graph=graph)
+    want = fit(settings(tmp_path, 1, "dense"), graph=dense)
+    for key in ("final_loss", "val_acc", "test_acc"):
+        assert got[key] == pytest.approx(want[key], abs=1e-4), key
+
+
+def test_two_thread_workers_sparse_run_equals_densified_run(tmp_path):
+    graph = sparse_graph()
+    dense = dataclasses.replace(graph, x=graph.x.toarray())
+    got = thread_workers(settings(tmp_path, WORKERS, "sparse"), graph)[0]
+    want = thread_workers(settings(tmp_path, WORKERS, "dense"), dense)[0]
+    for key in ("final_loss", "val_acc", "test_acc"):
+        assert got[key] == pytest.approx(want[key], abs=1e-4), key
+    sparse_epoch = epochs(tmp_path / "run-sparse")[0]
+    dense_epoch = epochs(tmp_path / "run-dense")[0]
+    for s, d in zip(sparse_epoch["workers"], dense_epoch["workers"]):
+        assert s["remote_rows"] == d["remote_rows"] > 0
+        assert 0 < s["remote_feature_bytes"] < d["remote_feature_bytes"]
+    setup = [r for r in read_metrics(tmp_path / "run-sparse") if r.get("event") == "start"][0]
+    assert all(rank["sparse"] for rank in setup["setup"])
+
+
+def test_remote_rows_cross_as_lengths_and_nonzeros():
+    x = sp.random(40, 30, density=0.1, random_state=1, format="csr", dtype=np.float32)
+    x = as_csr(x)
+    book = PartitionBook(np.array([0, 20, 40]))
+    asks = [np.array([25, 21, 39, 25]), np.array([3, 0, 17])]
+
+    def rank(comm):
+        lo, hi = book.range(comm.rank)
+        fetcher = RemoteFetcher(comm, book, comm.rank, x[lo:hi])
+        rows = fetcher.fetch(asks[comm.rank])
+        return rows, comm.stats.bytes_recv, fetcher.row_bytes_recv
+
+    for r, (rows, wire, payload) in enumerate(ThreadGroup(2).run(rank)):
+        want = x[asks[r]]
+        assert sp.issparse(rows) and (rows != want).nnz == 0
+        ids = asks[1 - r].size                      # ids this rank was asked for
+        assert payload == want.nnz * (4 + 4) + asks[r].size * 4
+        assert wire == 8 + ids * 8 + payload         # counts + asked ids + the rows
+
+
+def test_feature_bytes_count_nonzeros_not_zeros():
+    x = sparse_graph().x
+    assert feature_bytes(x) == x.nnz * 8 + (x.shape[0] + 1) * x.indptr.itemsize
+    assert feature_bytes(x.toarray()) == x.shape[0] * x.shape[1] * 4
