@@ -83,6 +83,11 @@ class TrainingLoop:
             self.model.load_state_dict(self.comm.broadcast_object(self.model.state_dict()))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.train.lr,
                                           weight_decay=config.train.weight_decay)
+        # Buckets of gradients go out while backward still runs, unless the mode's
+        # backward runs collectives of its own (full-graph's halo exchange).
+        self.grad_sync = self.comm.gradient_sync(
+            self.model.parameters(), self.mode.grad_op,
+            overlap=not getattr(self.mode, "collectives_in_backward", False))
         self.show = config.train.progress and ctx.is_main
         self.key = f"val_{self.mode.metric}"
         self.epoch, self.best_val, self.best_epoch, self.best = -1, float("-inf"), -1, None
@@ -108,6 +113,7 @@ class TrainingLoop:
                                     if k in ("loss", self.key)})
             return self._final()
         finally:
+            self.grad_sync.close()
             self.mode.close()
             self.run_dir.unlock()
 
@@ -148,7 +154,7 @@ class TrainingLoop:
             self.optimizer.zero_grad(set_to_none=False)
             loss.backward()
             t_sync = time.perf_counter()
-            self.comm.all_reduce_gradients(self.model.parameters(), self.mode.grad_op)
+            self.grad_sync.finish()               # what backward has not overlapped
             sync_s += time.perf_counter() - t_sync
             self.optimizer.step()
             value = loss.item()

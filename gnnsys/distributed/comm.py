@@ -114,21 +114,25 @@ class Communicator:
             tensor /= self.world_size
         return tensor
 
+    def start_all_reduce(self, tensor: torch.Tensor, op: str = "sum") -> "PendingAllReduce":
+        """all_reduce (sum | mean) posted without waiting; `.wait()` gives the tensor,
+        reduced in place. Issue the same posts in the same order on every rank."""
+        work = None
+        if self.world_size > 1:
+            work = self._timed(lambda: self._all_reduce(tensor, "sum", async_op=True))
+            nbytes = tensor.numel() * tensor.element_size()
+            self.stats.bytes_sent += nbytes
+            self.stats.bytes_recv += nbytes
+        return PendingAllReduce(self, work, tensor, self.world_size if op == "mean" else 1)
+
+    def gradient_sync(self, parameters, op: str = "mean", bucket_bytes: int = 4 << 20,
+                      overlap: bool = True) -> "GradientSync":
+        """The one gradient sync of every mode (see GradientSync)."""
+        return GradientSync(self, parameters, op, bucket_bytes, overlap)
+
     def all_reduce_gradients(self, parameters, op: str = "mean") -> None:
-        """The one gradient sync of every mode: all-reduce the gradients of `parameters`
-        in one flat message per dtype (op: mean of per-rank means, or sum of shares of a
-        global mean). A parameter without a gradient contributes zeros."""
-        if self.world_size == 1:
-            return
-        params = [p for p in parameters if p.requires_grad]
-        for p in params:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        for dtype in dict.fromkeys(p.grad.dtype for p in params):
-            group = [p for p in params if p.grad.dtype == dtype]
-            flat = self.all_reduce(torch.cat([p.grad.reshape(-1) for p in group]), op)
-            for p, g in zip(group, flat.split([p.numel() for p in group])):
-                p.grad.copy_(g.view_as(p))
+        """All-reduce the gradients already computed (no overlap), in one call."""
+        self.gradient_sync(parameters, op, overlap=False).finish()
 
     def all_gather_object(self, obj) -> list:
         if self.world_size == 1:
@@ -152,10 +156,10 @@ class Communicator:
                                       input_split_sizes=in_splits, group=self.group,
                                       async_op=async_op)
 
-    def _all_reduce(self, tensor, op: str) -> None:
+    def _all_reduce(self, tensor, op: str, async_op: bool = False):
         reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
                      "min": dist.ReduceOp.MIN}[op]
-        dist.all_reduce(tensor, op=reduce_op, group=self.group)
+        return dist.all_reduce(tensor, op=reduce_op, group=self.group, async_op=async_op)
 
     def _all_gather_object(self, obj) -> list:
         out = [None] * self.world_size
@@ -184,3 +188,98 @@ class PendingAllToAll:
             work.wait()
             self._comm.stats.wait_s += time.perf_counter() - t0
         return list(self._out.split(self._counts))
+
+
+class PendingAllReduce:
+    """An all_reduce in flight (Communicator.start_all_reduce)."""
+
+    def __init__(self, comm: Communicator, work, tensor: torch.Tensor, divisor: int):
+        self._comm, self._work, self._tensor, self._divisor = comm, work, tensor, divisor
+
+    def wait(self) -> torch.Tensor:
+        if self._work is not None:
+            work, self._work = self._work, None
+            t0 = time.perf_counter()
+            work.wait()
+            self._comm.stats.wait_s += time.perf_counter() - t0
+        if self._divisor > 1:
+            self._tensor /= self._divisor
+            self._divisor = 1
+        return self._tensor
+
+
+class GradientSync:
+    """Gradients all-reduced in buckets while backward still runs (as DDP does).
+
+    Parameters are grouped, in reverse order (backward produces the last layers'
+    gradients first), into buckets of about `bucket_bytes` of one dtype. A hook on each
+    parameter notes its gradient is ready; a bucket whose gradients are all ready is
+    posted at once, but only after every earlier bucket, so all ranks post the same
+    buckets in the same order even when a parameter is unused on one of them.
+    `finish()` (after backward) posts what is left (a missing gradient counts as zeros),
+    waits, and writes the reduced gradients back. op: `mean` of per-rank means or `sum`
+    of shares of a global mean. `overlap=False` sets no hooks: everything is posted in
+    `finish()` (for a backward that runs collectives of its own on the same group, whose
+    order against the hooks' posts is not pinned). With one worker it does nothing.
+
+        sync = comm.gradient_sync(model.parameters(), "mean")
+        loss.backward()          # buckets go out as their gradients appear
+        sync.finish()            # then optimizer.step()
+    """
+
+    def __init__(self, comm: Communicator, parameters, op: str, bucket_bytes: int,
+                 overlap: bool = True):
+        self.comm, self.op = comm, op
+        self.buckets: list[list] = []
+        self._hooks: list = []
+        self._reset()
+        if comm.world_size == 1:
+            return
+        params = [p for p in parameters if p.requires_grad][::-1]
+        for dtype in dict.fromkeys(p.dtype for p in params):
+            bucket, size = [], 0
+            for p in (q for q in params if q.dtype == dtype):
+                bucket.append(p)
+                size += p.numel() * p.element_size()
+                if size >= bucket_bytes:
+                    self.buckets.append(bucket)
+                    bucket, size = [], 0
+            if bucket:
+                self.buckets.append(bucket)
+        self._bucket_of = {id(p): i for i, b in enumerate(self.buckets) for p in b}
+        if overlap:
+            self._hooks = [p.register_post_accumulate_grad_hook(self._ready)
+                           for b in self.buckets for p in b]
+        self._reset()
+
+    def _reset(self) -> None:
+        self._missing = [len(b) for b in self.buckets]
+        self._posted: list = []            # (bucket, flat, pending) in posting order
+
+    def _ready(self, param) -> None:
+        self._missing[self._bucket_of[id(param)]] -= 1
+        while len(self._posted) < len(self.buckets) and not self._missing[len(self._posted)]:
+            self._post(len(self._posted))
+
+    def _post(self, index: int) -> None:
+        bucket = self.buckets[index]
+        flat = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1)
+                          for p in bucket])
+        self._posted.append((bucket, flat, self.comm.start_all_reduce(flat, self.op)))
+
+    def finish(self) -> None:
+        """Post the buckets backward left (unused parameters), wait, write back."""
+        for index in range(len(self._posted), len(self.buckets)):
+            self._post(index)
+        for bucket, flat, pending in self._posted:
+            reduced = pending.wait()
+            for p, g in zip(bucket, reduced.split([p.numel() for p in bucket])):
+                if p.grad is None:
+                    p.grad = torch.zeros_like(p)
+                p.grad.copy_(g.view_as(p))
+        self._reset()
+
+    def close(self) -> None:
+        for hook in self._hooks:
+            hook.remove()
+        self._hooks = []

@@ -81,10 +81,11 @@ class ThreadComm(Communicator):
         assert [len(posted[r][self.rank]) for r in range(self.world_size)] == list(out_splits)
         return None                        # already done: nothing to wait for
 
-    def _all_reduce(self, tensor, op: str) -> None:
+    def _all_reduce(self, tensor, op: str, async_op: bool = False):
         stacked = torch.stack(self.thread_group.exchange(self.rank, tensor.clone()))
         tensor.copy_({"sum": stacked.sum(0), "max": stacked.amax(0),
                       "min": stacked.amin(0)}[op])
+        return None                        # already done: nothing to wait for
 
     # Objects arrive as copies, as over a wire: ranks must not share mutable state.
     def _all_gather_object(self, obj) -> list:

@@ -51,6 +51,7 @@ class LocalData:
 class FullGraphMode:
     grad_op = "sum"              # each rank's loss is its share of the global mean
     batches_per_epoch = 1
+    collectives_in_backward = True   # the halo exchange's backward: no gradient overlap
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:

@@ -18,6 +18,35 @@ def rows(sender: int, receiver: int) -> torch.Tensor:
     return torch.arange(n * ROW, dtype=torch.float32).view(n, ROW) + 100 * sender + 10 * receiver
 
 
+def overlapped_model():
+    torch.manual_seed(0)
+    return torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)])
+
+
+def overlapped_loss(model, rank: int, step: int) -> torch.Tensor:
+    """Layers 0 and 2 always; layer 1 only on rank 0 (unused on rank 1: its bucket is
+    posted in finish() there, and in backward on rank 0)."""
+    h = torch.arange(8.0).view(2, 4) * (rank + 1) + step
+    h = model[0](h)
+    if rank == 0:
+        h = model[1](h)
+    return model[2](h).pow(2).sum()
+
+
+def overlapped_backward(comm, rank: int) -> list:
+    """Two steps of backward with the bucketed, overlapped sync (buckets of one tensor)."""
+    model = overlapped_model()
+    sync = comm.gradient_sync(model.parameters(), "mean", bucket_bytes=1)
+    grads = []
+    for step in range(2):
+        model.zero_grad(set_to_none=False)
+        overlapped_loss(model, rank, step).backward()
+        sync.finish()
+        grads.append([p.grad.clone() for p in model.parameters()])
+    sync.close()
+    return grads
+
+
 def battery(rank: int, init_file: str, out_dir: str) -> None:
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     comm, out = Communicator(rank, 2), {}
@@ -35,6 +64,7 @@ def battery(rank: int, init_file: str, out_dir: str) -> None:
         layer.weight.grad = torch.full_like(layer.weight, float(rank))   # bias: no gradient
         comm.all_reduce_gradients(layer.parameters(), "mean")
         out["grads"] = (layer.weight.grad.clone(), layer.bias.grad.clone())
+        out["overlapped"] = overlapped_backward(comm, rank)
         out["gathered"] = comm.all_gather_object({"rank": rank})
         out["broadcast"] = comm.broadcast_object(f"from {rank}", src=1)
         comm.barrier()
@@ -65,5 +95,15 @@ def test_communicator_over_two_gloo_processes(tmp_path):
         assert (posted.bytes_sent, posted.bytes_recv) == (sent * 4 * ROW, got * 4 * ROW)
         weight, bias = out["grads"]
         assert weight.tolist() == [[0.5, 0.5]] and bias.tolist() == [0.0]
+        # overlapped buckets == the mean of each rank's own gradients, computed here
+        for step, got in enumerate(out["overlapped"]):
+            per_rank = []
+            for r in range(2):
+                model = overlapped_model()
+                overlapped_loss(model, r, step).backward()
+                per_rank.append([torch.zeros_like(p) if p.grad is None else p.grad
+                                 for p in model.parameters()])
+            for g, a, b in zip(got, *per_rank):
+                torch.testing.assert_close(g, (a + b) / 2)
         assert out["gathered"] == [{"rank": 0}, {"rank": 1}]
         assert out["broadcast"] == "from 1"
