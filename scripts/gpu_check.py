@@ -3,6 +3,7 @@ benchmark, one epoch of every mode on the GPU, and one line per target (met / no
 
     python scripts/gpu_check.py --out runs/gpu_check     # a GPU machine: < 9 min on one H100
     python scripts/gpu_check.py --simulate               # numba's CUDA simulator, tiny sizes
+    python scripts/gpu_check.py --cpu-baseline           # the minibatch run on this CPU
 
 Steps (each one's failure is recorded and the others still run):
   1. tests:   pytest -m gpu over the test files holding GPU-marked tests;
@@ -107,19 +108,22 @@ def sampler_bench(simulate: bool, out: Path) -> dict:
     return result
 
 
-def mode_epochs(simulate: bool, out: Path) -> dict:
+def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "fullgraph"),
+                device: str | None = None) -> dict:
     """One short run per mode on the GPU (simulated: sampler in the simulator, torch on
-    the CPU); epoch time and the selected epoch's metric of each."""
+    the CPU; `device` 'cpu': everything on the CPU, the baseline); epoch time and the
+    selected epoch's metric of each."""
     from gnnsys.config import from_dict
     from gnnsys.training import fit
-    device = "cpu" if simulate else "cuda"
+    train_device = device or ("cpu" if simulate else "cuda")
+    configs = {"minibatch": MINIBATCH, "temporal": TEMPORAL, "fullgraph": FULLGRAPH}
     runs = {}
-    for name, base in (("minibatch", MINIBATCH), ("temporal", TEMPORAL),
-                       ("fullgraph", FULLGRAPH)):
+    for name in modes:
+        base = configs[name]
         sections = merge(base, SIMULATED[name]) if simulate else base
         sections = merge(sections, {
-            "train": {"device": device, "progress": False},
-            "sampler": {"device": "cuda"},
+            "train": {"device": train_device, "progress": False},
+            "sampler": {"device": device or "cuda"},
             "run": {"dir": str(out / f"run-{name}"), "checkpoint_every": 0}})
         graph, dataset = None, sections["dataset"]["name"]
         if name == "temporal" and (simulate or not bundle_available(dataset)):
@@ -135,6 +139,7 @@ def mode_epochs(simulate: bool, out: Path) -> dict:
             continue
         metric = next((k for k in result if k.startswith("test_")), None)
         runs[name] = {"dataset": dataset, "epoch_s": result.get("epoch_s"),
+                      "batch_wait_s": last_epoch(out / f"run-{name}").get("batch_wait_s"),
                       "epochs": result.get("epochs"), "metric": metric,
                       "value": result.get(metric), "wall_s": time.perf_counter() - started,
                       "arch": sections["model"]["arch"]}
@@ -250,6 +255,12 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
+def last_epoch(run_dir: Path) -> dict:
+    from gnnsys.runlog import read_metrics
+    epochs = [r for r in read_metrics(run_dir) if "epoch" in r]
+    return epochs[-1] if epochs else {}
+
+
 def bundle_available(name: str) -> bool:
     from gnnsys.datasets import DatasetError, load_dataset
     try:
@@ -286,7 +297,16 @@ def main(argv=None) -> int:
                         help="numba's CUDA simulator and tiny sizes: checks this script")
     parser.add_argument("--skip", nargs="*", default=[], choices=["tests", "sampler", "modes"],
                         help="steps to leave out")
+    parser.add_argument("--cpu-baseline", action="store_true",
+                        help="only the minibatch run, all on the CPU: the figure the GPU "
+                             "epoch is compared with (CPU_MINIBATCH_EPOCH_S)")
     args = parser.parse_args(argv)
+    if args.cpu_baseline:
+        import torch
+        run = mode_epochs(False, args.out, modes=("minibatch",), device="cpu")["minibatch"]
+        print(json.dumps({**run, "threads": torch.get_num_threads(),
+                          "load_avg": os.getloadavg()}, indent=1))
+        return 0
     require_device(args.simulate)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
