@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 RAY_PORT = 6379
+DASHBOARD_PORT = 8265
 TOOL_TIMEOUT_S = 20          # any single ip / tc call
 RAY_START_TIMEOUT_S = 90     # one `ray start`
 PREFIX_RE = re.compile(r"^gns(\d+)[a-z]$")
@@ -94,10 +95,11 @@ class NetCluster:
 
     def __init__(self, nodes: int = 2, *, bandwidth: str | None = None,
                  delay: str | None = None, loss: str | None = None, cpus_per_node: int = 1,
-                 prefix: str | None = None):
+                 prefix: str | None = None, dashboard: bool = False):
         if not 1 <= nodes <= 16:
             raise NetClusterError(f"nodes={nodes}: an emulated cluster has 1 to 16 nodes")
         self.nodes, self.cpus_per_node = nodes, cpus_per_node
+        self.dashboard = dashboard          # the head's job server, for `ray job submit`
         self.bandwidth, self.delay, self.loss = bandwidth, delay, loss
         self.prefix = prefix or f"gns{os.getpid()}{chr(ord('a') + next(_runs) % 26)}"
         if not PREFIX_RE.match(self.prefix):
@@ -122,6 +124,11 @@ class NetCluster:
     def address(self) -> str:
         """The Ray head's address, for `cluster.address`."""
         return f"{self.addresses[0]}:{RAY_PORT}"
+
+    @property
+    def dashboard_url(self) -> str:
+        """The head's job-submission address: `ray job submit --address <it>` (node 0)."""
+        return f"http://{self.addresses[0]}:{DASHBOARD_PORT}"
 
     def env(self, k: int = 0) -> dict:
         """The environment of a process in node k: no Ray auth, the node's own temp dir."""
@@ -186,7 +193,11 @@ class NetCluster:
         args = ["ray", "start", f"--node-ip-address={self.addresses[k]}",
                 f"--num-cpus={self.cpus_per_node}", "--num-gpus=0",
                 f"--temp-dir={self.temp / f'n{k}' / 'ray'}", "--disable-usage-stats"]
-        args += (["--head", f"--port={RAY_PORT}", "--include-dashboard=false"] if k == 0
+        dashboard = [f"--include-dashboard={str(self.dashboard).lower()}"]
+        if self.dashboard:
+            dashboard += [f"--dashboard-host={self.addresses[0]}",
+                          f"--dashboard-port={DASHBOARD_PORT}"]
+        args += (["--head", f"--port={RAY_PORT}", *dashboard] if k == 0
                  else [f"--address={self.address}"])
         done = self.run(k, args, timeout=RAY_START_TIMEOUT_S)
         if done.returncode != 0:

@@ -27,6 +27,9 @@ def main(argv=None) -> int:
         p.add_argument("--delay", help="one-way latency, e.g. 1ms (needs netem)")
         p.add_argument("--loss", help="packet loss, e.g. 0.1%% (needs netem)")
         p.add_argument("--cpus-per-node", type=int, default=1)
+        p.add_argument("--dashboard", action="store_true",
+                       help="start the head's job server ({dashboard} in the command: "
+                            "ray job submit --address {dashboard} -- ...)")
     sub.add_parser("down").add_argument("prefix", nargs="?")
     argv = sys.argv[1:] if argv is None else argv
     command = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -38,7 +41,8 @@ def main(argv=None) -> int:
                 print(f"removed {prefix}")
             return 0
         cluster = NetCluster(args.nodes, bandwidth=args.bandwidth, delay=args.delay,
-                             loss=args.loss, cpus_per_node=args.cpus_per_node)
+                             loss=args.loss, cpus_per_node=args.cpus_per_node,
+                             dashboard=args.dashboard)
         if args.command == "up":
             try:
                 cluster.up()
@@ -53,7 +57,8 @@ def main(argv=None) -> int:
         if not command:
             parser.error("run needs a command after --")
         with cluster:
-            command = [a.replace("{address}", cluster.address) for a in command]
+            command = [a.replace("{address}", cluster.address)
+                       .replace("{dashboard}", cluster.dashboard_url) for a in command]
             return subprocess.call(["ip", "netns", "exec", cluster.netns(0), *command],
                                    env=cluster.env(0))
     except NetClusterError as err:

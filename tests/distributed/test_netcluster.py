@@ -59,7 +59,7 @@ def test_two_namespaces_train_and_survive_a_cut_link(tmp_path, dist_config):
                              train={"epochs": 2}, **common)
     cut = write_config(tmp_path, dist_config, "cut", train={"epochs": 500}, **common)
 
-    with NetCluster(2, bandwidth="200mbit", cpus_per_node=1) as cluster:
+    with NetCluster(2, bandwidth="200mbit", cpus_per_node=1, dashboard=True) as cluster:
         prefix = cluster.prefix
         assert cluster.addresses[0] != cluster.addresses[1]
         # One CPU per node and per worker: a worker on each node, i.e. each address.
@@ -80,6 +80,16 @@ def test_two_namespaces_train_and_survive_a_cut_link(tmp_path, dist_config):
 
         run = train(cluster, fullgraph)
         assert run.returncode == 0 and "final: epochs 2" in run.stdout, run.stdout[-3000:]
+
+        # The same full-graph run as a Ray job submitted to the head: the job's driver
+        # joins the cluster it runs in (no cluster.address), workers on both nodes.
+        job = cluster.run(0, ["ray", "job", "submit", "--address", cluster.dashboard_url,
+                              "--", sys.executable, "-m", "gnnsys.cli", "train", "--config",
+                              str(fullgraph), "--set", f"run.dir={tmp_path / 'job'}"],
+                          timeout=240, stderr=subprocess.STDOUT, stdout=subprocess.PIPE,
+                          capture_output=False)
+        assert job.returncode == 0 and "final: epochs 2" in job.stdout, job.stdout[-3000:]
+        assert "succeeded" in job.stdout, job.stdout[-2000:]
 
         # Cut node 1's link after the first epoch: a bounded, one-line failure.
         driver = train(cluster, cut, popen=True)
