@@ -46,8 +46,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO), str(REPO / "scripts")]
 
 # Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the
-# 2-core CPU dev machine: BENCHMARKS.md, "GPU check" section. The GPU target is 10x that.
-CPU_MINIBATCH_EPOCH_S = None
+# 2-core CPU dev machine (`--cpu-baseline`, 2026-11-23, load 4-6 on the 2 cores, so a
+# quiet machine may be somewhat faster): BENCHMARKS.md, "GPU validation in one command".
+# The GPU target is 10x that.
+CPU_MINIBATCH_EPOCH_S = 765.0
 MIN_MINIBATCH_SPEEDUP = 10.0
 
 MINIBATCH = {"mode": "minibatch", "dataset": {"name": "synthetic-products"},
@@ -154,11 +156,10 @@ def targets(report: dict, simulate: bool) -> list:
     """Every target with its measured value and verdict (None = not measured)."""
     rows = list(report.get("sampler", {}).get("result", {}).get("targets", []))
     epoch = report.get("modes", {}).get("result", {}).get("minibatch", {}).get("epoch_s")
-    speedup = (CPU_MINIBATCH_EPOCH_S / epoch) if (epoch and CPU_MINIBATCH_EPOCH_S) else None
+    speedup = CPU_MINIBATCH_EPOCH_S / epoch if (epoch and not simulate) else None
     rows.append({"target": "minibatch SAGE epoch on synthetic-products >= 10x the 2-core CPU",
                  "value": speedup,
-                 "met": None if simulate or speedup is None
-                 else bool(speedup >= MIN_MINIBATCH_SPEEDUP)})
+                 "met": None if speedup is None else bool(speedup >= MIN_MINIBATCH_SPEEDUP)})
     return rows
 
 
