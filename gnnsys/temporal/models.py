@@ -148,9 +148,13 @@ class AttentionEmbedding(nn.Module):
         """neighbors: the filled slots only (`batch.to_device`); an empty slot is never
         projected: it stays zero and the attention masks it out."""
         n, k = neighbors["mask"].shape
-        zero = self.time_encoder(torch.zeros(1, device=x.device)).expand(len(x), -1)
-        query = self.query(torch.cat([x, zero], 1))[root_index]
-        filled = self.kv_vertex(x)[neighbors["row"]] + \
+        x_root = x.index_select(0, root_index)     # index_select: its backward is index_add
+        # query of [x || phi(0)]: the phi(0) part is one vector shared by every root
+        m = x.shape[1]
+        zero = self.time_encoder(torch.zeros(1, dtype=torch.float64, device=x.device))
+        query = F.linear(x_root, self.query.weight[:, :m]) + \
+            F.linear(zero, self.query.weight[:, m:], self.query.bias)
+        filled = self.kv_vertex(x).index_select(0, neighbors["row"]) + \
             self.kv_time(self.time_encoder(neighbors["dt"]))
         if self.kv_edge is not None:
             filled = filled + self.kv_edge(neighbors["edge"])
@@ -158,7 +162,7 @@ class AttentionEmbedding(nn.Module):
         kv = filled.new_zeros(n * k, width).index_copy(0, neighbors["slot"], filled)
         key, value = kv.view(n, k, width).chunk(2, -1)
         attended = self.attention(query, key, value + self.value_bias, neighbors["mask"])
-        return self.merge(torch.cat([attended, x[root_index]], 1))
+        return self.merge(torch.cat([attended, x_root], 1))
 
 
 class TimeProjection(nn.Module):

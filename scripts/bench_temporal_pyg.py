@@ -1,0 +1,228 @@
+"""Temporal training speed against PyG's TGN example (issue 16), in one run.
+
+    OMP_WAIT_POLICY=PASSIVE python scripts/bench_temporal_pyg.py \
+        --config configs/tgn-wikipedia.yaml --epochs 5 --threads 2
+
+Epochs alternate, gnnsys then PyG (A B A B ...), so both see the same machine load.
+(a) gnnsys: the temporal mode as `gnnsys train` runs it (the one TrainingLoop, one
+    process), with the config's settings and sampler.threads = torch threads = --threads.
+(b) PyG's examples/tgn.py model: TGNMemory (IdentityMessage, LastAggregator),
+    LastNeighborLoader, a TransformerConv GraphAttentionEmbedding, the example's
+    LinkPredictor, Adam at the example's lr, BCE loss; the same chronological split,
+    batch size, memory / time / embedding dims and neighbours as the config, and the very
+    same negative destinations (gnnsys's NegativeSampler, drawn per (phase, epoch, batch)).
+
+Both report events/s of the training epoch (median over epochs) and the test AP (the
+positive against the first negative of each event, one AP over the phase) at the epoch
+with the best validation AP, evaluated as TGN does: validation continues from the
+training memory, the test from the validation memory.
+
+Without edge features PyG's TGNMemory fails (its message store drops zero-width
+messages), so PyG gets one all-zero message column; torch-scatter / pyg-lib are not
+needed (PyG's pure-torch scatter fallbacks run).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+import numpy as np
+import torch
+from torch.nn import Linear
+from torch_geometric.data import TemporalData
+from torch_geometric.nn import TransformerConv
+from torch_geometric.nn.models.tgn import (IdentityMessage, LastAggregator,
+                                           LastNeighborLoader, TGNMemory)
+
+from gnnsys.config import load_config
+from gnnsys.distributed.comm import Communicator
+from gnnsys.distributed.launcher import WorkerContext, set_threads
+from gnnsys.temporal.batch import PHASES
+from gnnsys.temporal.metrics import link_metrics
+from gnnsys.temporal.mode import TemporalMode
+from gnnsys.training import TrainingLoop
+
+
+# ---------------------------------------------------------------- PyG's example model
+class GraphAttentionEmbedding(torch.nn.Module):
+    def __init__(self, in_channels, out_channels, msg_dim, time_enc):
+        super().__init__()
+        self.time_enc = time_enc
+        edge_dim = msg_dim + time_enc.out_channels
+        self.conv = TransformerConv(in_channels, out_channels // 2, heads=2, dropout=0.1,
+                                    edge_dim=edge_dim)
+
+    def forward(self, x, last_update, edge_index, t, msg):
+        rel_t = last_update[edge_index[0]] - t
+        rel_t_enc = self.time_enc(rel_t.to(x.dtype))
+        return self.conv(x, edge_index, torch.cat([rel_t_enc, msg], dim=-1))
+
+
+class LinkPredictor(torch.nn.Module):
+    def __init__(self, in_channels):
+        super().__init__()
+        self.lin_src = Linear(in_channels, in_channels)
+        self.lin_dst = Linear(in_channels, in_channels)
+        self.lin_final = Linear(in_channels, 1)
+
+    def forward(self, z_src, z_dst):
+        return self.lin_final((self.lin_src(z_src) + self.lin_dst(z_dst)).relu())
+
+
+class PygTGN:
+    """examples/tgn.py's training and evaluation, over gnnsys's split and negatives."""
+
+    def __init__(self, events, negative_sampler, config, lr: float, seed: int):
+        tc = config.temporal
+        self.events, self.negatives = events, negative_sampler
+        self.batch_size = config.sampler.batch_size
+        self.eval_negatives = max(1, tc.eval_negatives)
+        msg = torch.zeros(len(events.src), 1)                # see the module docstring
+        self.data = TemporalData(src=torch.from_numpy(events.src), dst=torch.from_numpy(events.dst),
+                                 t=torch.from_numpy(events.t.astype(np.int64)), msg=msg)
+        outer = torch.get_rng_state()         # gnnsys's stream stays as a lone run's
+        torch.manual_seed(seed)
+        n = events.num_nodes
+        self.memory = TGNMemory(n, 1, tc.memory_dim, tc.time_dim,
+                                message_module=IdentityMessage(1, tc.memory_dim, tc.time_dim),
+                                aggregator_module=LastAggregator())
+        self.gnn = GraphAttentionEmbedding(tc.memory_dim, tc.embedding_dim, 1, self.memory.time_enc)
+        self.link_pred = LinkPredictor(tc.embedding_dim)
+        self.optimizer = torch.optim.Adam(set(self.memory.parameters()) | set(self.gnn.parameters())
+                                          | set(self.link_pred.parameters()), lr=lr)
+        self.criterion = torch.nn.BCEWithLogitsLoss()
+        self.neighbor_loader = LastNeighborLoader(n, size=tc.num_neighbors)
+        self.assoc = torch.empty(n, dtype=torch.long)
+        self.rng = torch.get_rng_state()          # its own dropout stream, not gnnsys's
+        torch.set_rng_state(outer)
+
+    def _batches(self, phase: str, epoch: int, num_negatives: int):
+        lo, hi = getattr(self.events, phase)
+        for index, a in enumerate(range(lo, hi, self.batch_size)):
+            b = min(a + self.batch_size, hi)
+            neg = self.negatives.sample((b - a, num_negatives), stream=(PHASES[phase], epoch, index))
+            yield self.data[a:b], torch.from_numpy(neg[:, 0])
+
+    def _embed(self, batch, neg_dst):
+        n_id = torch.cat([batch.src, batch.dst, neg_dst]).unique()
+        n_id, edge_index, e_id = self.neighbor_loader(n_id)
+        self.assoc[n_id] = torch.arange(n_id.size(0))
+        z, last_update = self.memory(n_id)
+        z = self.gnn(z, last_update, edge_index, self.data.t[e_id], self.data.msg[e_id])
+        a = self.assoc
+        return (self.link_pred(z[a[batch.src]], z[a[batch.dst]]),
+                self.link_pred(z[a[batch.src]], z[a[neg_dst]]))
+
+    def train_epoch(self, epoch: int) -> float:
+        """One training epoch; returns its wall seconds."""
+        self.memory.train(), self.gnn.train(), self.link_pred.train()
+        self.memory.reset_state()
+        self.neighbor_loader.reset_state()
+        start = time.perf_counter()
+        for batch, neg_dst in self._batches("train", epoch, 1):
+            self.optimizer.zero_grad()
+            pos_out, neg_out = self._embed(batch, neg_dst)
+            loss = self.criterion(pos_out, torch.ones_like(pos_out))
+            loss = loss + self.criterion(neg_out, torch.zeros_like(neg_out))
+            self.memory.update_state(batch.src, batch.dst, batch.t, batch.msg)
+            self.neighbor_loader.insert(batch.src, batch.dst)
+            loss.backward()
+            self.optimizer.step()
+            self.memory.detach()
+        return time.perf_counter() - start
+
+    @torch.no_grad()
+    def evaluate(self, phase: str, epoch: int) -> float:
+        self.memory.eval(), self.gnn.eval(), self.link_pred.eval()
+        pos, neg = [], []
+        for batch, neg_dst in self._batches(phase, epoch, self.eval_negatives):
+            pos_out, neg_out = self._embed(batch, neg_dst)
+            pos.append(pos_out.view(-1))
+            neg.append(neg_out.view(-1, 1))
+            self.memory.update_state(batch.src, batch.dst, batch.t, batch.msg)
+            self.neighbor_loader.insert(batch.src, batch.dst)
+        return link_metrics(torch.cat(pos).numpy(), torch.cat(neg).numpy(), phase)[f"{phase}_ap"]
+
+    def epoch(self, epoch: int) -> dict:
+        """Train, then validation and test continuing from its memory (TGN's protocol)."""
+        outer = torch.get_rng_state()
+        torch.set_rng_state(self.rng)
+        try:
+            seconds = self.train_epoch(epoch)
+            val_ap = self.evaluate("val", epoch)
+            # gnnsys tests at train.epochs; the same stream here
+            test_ap = self.evaluate("test", self.epochs)
+        finally:
+            self.rng = torch.get_rng_state()
+            torch.set_rng_state(outer)
+        return {"epoch_s": seconds, "val_ap": val_ap, "test_ap": test_ap}
+
+
+# ---------------------------------------------------------------- the interleaved run
+def load_average() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/tgn-wikipedia.yaml")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--pyg-lr", type=float, default=1e-4, help="examples/tgn.py's lr")
+    ap.add_argument("--run-dir", default="runs/bench-temporal-pyg")
+    ap.add_argument("--set", action="append", default=[], help="extra gnnsys config override")
+    args = ap.parse_args()
+    if os.environ.get("OMP_WAIT_POLICY", "").upper() != "PASSIVE":
+        raise SystemExit("set OMP_WAIT_POLICY=PASSIVE (else PyG's OpenMP threads busy-wait)")
+    config = load_config(args.config, [
+        f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
+        f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
+        f"run.dir={args.run_dir}", "train.device=cpu", *args.set])
+    set_threads(args.threads)
+    load_start = load_average()
+
+    prepared = TemporalMode.prepare(config)
+    events = prepared[0]
+    ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
+    loop = TrainingLoop(ctx, config, prepared)
+    pyg = PygTGN(events, loop.mode.planner.negative_sampler, config, args.pyg_lr, args.seed)
+    pyg.epochs = args.epochs
+    train_events = events.train[1] - events.train[0]
+    gnnsys_s, pyg_records = [], []
+    gnnsys_epoch = loop._epoch
+
+    def interleaved(epoch: int) -> dict:          # A then B, every epoch
+        record = gnnsys_epoch(epoch)
+        gnnsys_s.append(record["epoch_s"])
+        pyg_records.append(pyg.epoch(epoch))
+        r = pyg_records[-1]
+        print(f"epoch {epoch + 1}: gnnsys {train_events / record['epoch_s']:,.0f} ev/s "
+              f"val AP {record['val_ap']:.4f} | PyG {train_events / r['epoch_s']:,.0f} ev/s "
+              f"val AP {r['val_ap']:.4f} | load {load_average()}", flush=True)
+        return record
+
+    loop._epoch = interleaved
+    result = loop.run()
+    load_end = load_average()
+
+    best = max(pyg_records, key=lambda r: r["val_ap"])
+    g_rate = train_events / statistics.median(gnnsys_s)
+    p_rate = train_events / statistics.median(r["epoch_s"] for r in pyg_records)
+    rows = [("gnnsys temporal TGN", g_rate, result["val_ap"], result["test_ap"]),
+            ("PyG examples/tgn.py", p_rate, best["val_ap"], best["test_ap"])]
+    print(f"\n{config.dataset.name}, {args.epochs} epochs, batch {config.sampler.batch_size}, "
+          f"{args.threads} threads, {train_events:,} training events; load average "
+          f"(1/5/15 min) at start {load_start}, at end {load_end}\n")
+    print("| method | train events/s (median) | best val AP | test AP at best val |")
+    print("|---|---:|---:|---:|")
+    for name, rate, val, test in rows:
+        print(f"| {name} | {rate:,.0f} | {val:.4f} | {test:.4f} |")
+    print(f"\ngnnsys / PyG events/s: {g_rate / p_rate:.2f}x; test AP difference "
+          f"{result['test_ap'] - best['test_ap']:+.4f}")
+
+
+if __name__ == "__main__":
+    main()
