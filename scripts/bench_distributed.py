@@ -12,6 +12,8 @@ waited for its batch (sampling + fetch not hidden).
 
     python scripts/bench_distributed.py                      # cora + tolokers, 3 seeds
     python scripts/bench_distributed.py --datasets tolokers --seeds 0 --epochs 5
+    python scripts/bench_distributed.py --cores 2 --datasets tolokers synthetic-small \
+        blogcatalog --seeds 0 --epochs 4          # does a second worker slow a run down?
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
              threads: int | None = None) -> dict:
     overrides = [f"cluster.workers={workers}", f"train.seed={seed}", "train.progress=false",
-                 f"run.dir={out / f'{name}-w{workers}-s{seed}'}"]
+                 f"run.dir={out / f'{name}-w{workers}-t{threads or 0}-s{seed}'}"]
     if epochs:
         overrides.append(f"train.epochs={epochs}")
     if threads:
@@ -69,8 +71,14 @@ def main(argv=None) -> None:
                              "worker); default: all cores for 1 worker, 1 each for 2")
     parser.add_argument("--out", type=Path, help="run directories (default: a new temp dir); "
                                                  "finished runs found there are reused")
+    parser.add_argument("--cores", type=int, default=0,
+                        help="instead: throughput on this many cores, as 1 worker x cores "
+                             "threads, 1 worker x 1 thread and --workers x 1 thread each "
+                             "(does a second worker ever slow a run down?)")
     args = parser.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-dist-"))
+    if args.cores:
+        return same_cores(args, out)
     results = {}
     for name in args.datasets:
         for workers in (1, args.workers):
@@ -110,6 +118,34 @@ def main(argv=None) -> None:
                   f"{avg['fetch_wait_s']:.3f} | {avg['batch_wait_s']:.3f} | "
                   f"{exposed / avg['epoch_s']:.0%} | {avg['remote_rows']:,.0f} | "
                   f"{avg['cache_hits']:,.0f} | {avg['bytes_recv'] / 1e6:.2f} |")
+    print(f"\nrun directories: {out}")
+
+
+def same_cores(args, out: Path) -> None:
+    """Epoch time of K workers x 1 thread against 1 worker x K threads (the same cores)
+    and 1 worker x 1 thread, each setting interleaved per seed."""
+    settings = [(1, args.cores), (1, 1), (args.workers, 1)]
+    runs = {}
+    for name in args.datasets:
+        for seed in args.seeds:
+            for workers, threads in settings:
+                runs.setdefault((name, workers, threads), []).append(
+                    run_once(name, workers, seed, args.epochs, out, threads))
+    k, c = args.workers, args.cores
+    print(f"\n## Same {c} cores: {k} workers x 1 thread vs 1 worker x {c} threads vs 1 x 1 "
+          f"(epoch s, mean over epochs 2.., seeds {args.seeds})\n")
+    print(f"| dataset | 1 x {c} s | 1 x 1 s | {k} x 1 s | {k}x1 vs 1x{c} | {k}x1 vs 1x1 "
+          f"| all-reduce s ({k}x1) | waiting for batch s ({k}x1) | test ({k}x1 / 1x{c}) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name in args.datasets:
+        avg = {s: {key: statistics.mean(r[key] for r in runs[(name, *s)])
+                   for key in ("epoch_s", "allreduce_s", "batch_wait_s", "test")}
+               for s in settings}
+        wide, one, many = (avg[s] for s in settings)
+        print(f"| {name} | {wide['epoch_s']:.3f} | {one['epoch_s']:.3f} | "
+              f"{many['epoch_s']:.3f} | {wide['epoch_s'] / many['epoch_s']:.2f}x | "
+              f"{one['epoch_s'] / many['epoch_s']:.2f}x | {many['allreduce_s']:.3f} | "
+              f"{many['batch_wait_s']:.3f} | {many['test']:.4f} / {wide['test']:.4f} |")
     print(f"\nrun directories: {out}")
 
 
