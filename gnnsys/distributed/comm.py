@@ -220,7 +220,9 @@ class GradientSync:
     waits, and writes the reduced gradients back. op: `mean` of per-rank means or `sum`
     of shares of a global mean. `overlap=False` sets no hooks: everything is posted in
     `finish()` (for a backward that runs collectives of its own on the same group, whose
-    order against the hooks' posts is not pinned). With one worker it does nothing.
+    order against the hooks' posts is not pinned). One backward per `finish()`: a bucket
+    goes out as soon as its gradients exist, so gradients accumulated over several
+    backward passes need `overlap=False`. With one worker it does nothing.
 
         sync = comm.gradient_sync(model.parameters(), "mean")
         loss.backward()          # buckets go out as their gradients appear
