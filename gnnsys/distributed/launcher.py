@@ -161,16 +161,28 @@ def _is_collective_failure(err: BaseException) -> bool:
 PING_TIMEOUT_S = 10.0
 
 
-def _silent_peers(ray, actors, nodes) -> str:
-    """After a failed collective: which workers do not answer (their node or link is
-    down), named with their node's address; else the peer is alive but stuck."""
+def _silent_ranks(ray, actors) -> list[int]:
+    """Ranks whose worker does not answer a ping: its process died (the ping fails at
+    once) or its node or link is down (the ping times out)."""
     pings = [a.node_ip.remote() for a in actors]
     answered, _ = ray.wait(pings, num_returns=len(pings), timeout=PING_TIMEOUT_S)
-    silent = [rank for rank, ping in enumerate(pings) if ping not in answered]
+    silent = []
+    for rank, ping in enumerate(pings):
+        if ping not in answered:
+            silent.append(rank)
+            continue
+        try:
+            ray.get(ping, timeout=0)
+        except Exception:
+            silent.append(rank)
+    return silent
+
+
+def _describe_silent(silent, nodes) -> str:
     if not silent:
         return "every worker still answers, so a peer is stuck (or was briefly unreachable)"
-    return "; ".join(f"worker {rank} on node {nodes[rank]} does not answer: that node or "
-                     "its network link is down" for rank in silent)
+    return "; ".join(f"worker {rank} on node {nodes[rank]} does not answer: it died, or that "
+                     "node or its network link is down" for rank in silent)
 
 
 def _first_line(err: BaseException) -> str:
@@ -314,10 +326,14 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
                 cause = err.cause if hasattr(err, "cause") else err
                 if isinstance(cause, (KeyboardInterrupt, SystemExit)):
                     raise WorkerFailure(f"worker {rank_of[ref]} was stopped") from None
-                if _is_collective_failure(cause):
+                # A peer's death often reaches us first as its partner's failed read
+                # (gloo: "Connection reset by peer", a plain RuntimeError): whenever a
+                # peer is gone, the failure is that peer's, and recoverable.
+                silent = _silent_ranks(ray, actors)
+                if silent or _is_collective_failure(cause):
                     raise WorkerFailure(
                         f"worker {rank_of[ref]}: a collective failed ({_first_line(cause)}); "
-                        f"{_silent_peers(ray, actors, nodes)} (collectives give up after "
+                        f"{_describe_silent(silent, nodes)} (collectives give up after "
                         f"cluster.timeout_s={config.cluster.timeout_s}s)") from None
                 raise cause from None
         return [results[r] for r in range(world)]

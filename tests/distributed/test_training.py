@@ -1,6 +1,9 @@
 """Two Ray workers train one model over two parts; a worker killed mid-epoch is
 recovered from the checkpoint without losing a completed epoch; a stuck peer becomes a
-clear error within cluster.timeout_s. (Ray starts once per session: keep these few.)"""
+clear error within cluster.timeout_s; a peer gone silent is named, whatever error its
+partner raised first. (Ray starts once per session: keep these few.)"""
+import os
+import signal
 import time
 
 import pytest
@@ -46,3 +49,23 @@ def test_stuck_peer_is_a_clear_error(tiny_parts, dist_config):
     # The rank stuck in the collective gives up after cluster.timeout_s and says so.
     with pytest.raises(WorkerFailure, match=r"worker 0: a collective failed.*timeout_s=5.0s"):
         launch(_stuck_rank_one, config)
+
+
+def _partner_fails_while_rank_one_is_gone(ctx, config):
+    if ctx.rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)   # frozen: answers nothing, as a dead node
+    time.sleep(1.0)
+    # What gloo raises on the survivor when its peer dies: a plain RuntimeError.
+    raise RuntimeError("Read error [10.0.0.2]:8089: Connection reset by peer")
+
+
+def test_partner_error_with_a_silent_peer_is_that_peers_failure(tiny_parts, dist_config):
+    import sys
+    import ray.cloudpickle
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    config = dist_config(tiny_parts, cluster={"max_failures": 0})
+    # The survivor's error usually arrives before Ray reports the death: it must still
+    # count as a worker failure (recoverable), naming the silent worker.
+    with pytest.raises(WorkerFailure, match=r"worker 1 on node \S+ does not answer.*"
+                                            r"gave up after cluster.max_failures=0"):
+        launch(_partner_fails_while_rank_one_is_gone, config)
