@@ -51,6 +51,7 @@ class ModelConfig:
     dropout: float = 0.5
     heads: int = 4                       # attention heads (gat, temporal attention)
     norm: str = "none"                   # none | layer | batch (not fullgraph); temporal ignores it
+    residual: bool = False               # add each hidden->hidden layer's input to its output (minibatch)
 
 
 @dataclass
@@ -319,6 +320,10 @@ def validate(cfg: Config) -> Config:
     if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
         raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
                           f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")
+    if cfg.model.residual and (cfg.mode != "minibatch" or cfg.model.layers < 3):
+        raise ConfigError("config key 'model.residual' is true but it needs mode 'minibatch' "
+                          f"and model.layers >= 3 (a hidden->hidden layer; got mode "
+                          f"'{cfg.mode}', {cfg.model.layers} layers); drop it or add a layer")
     from .fullgraph.quantize import SUPPORTED_BITS
     bits = cfg.fullgraph.quantization.bits
     if not bits or any(b not in SUPPORTED_BITS for b in bits):

@@ -1,15 +1,25 @@
 #!/usr/bin/env python
-"""The seed systems' savings as time: gnnsys runs on an emulated 2-node cluster (network
+"""The seed systems' savings as time: gnnsys runs on an emulated K-node cluster (network
 namespaces, tbf-shaped links; see gnnsys/netcluster.py), per link setting, each saving
 against its own baseline in the same cluster, variants interleaved round-robin.
 
     python scripts/bench_network.py --bandwidths none,400mbit,150mbit --json rows.json
+    python scripts/bench_network.py --suites minibatch --mb-data products,tolokers
+    python scripts/bench_network.py --suites fullgraph --fg-data tolokers,synthetic
+    python scripts/bench_network.py --scaling 1,2,4 --bandwidths none
 
-Full-graph (AdaQP, cora): quantization none (fp32) / uniform 8, 4, 2 bits / adaptive.
-Temporal (Sven, collegemsg, 1 epoch): exchange naive / dedup.
+Suites (one per dataset):
+  minibatch (SALIENT++): cache none (baseline) / degree / vip at cache.replication 0.5;
+      products = synthetic-products scaled to 250k nodes with longer edges (so a part's
+      samples reach across the cut), tolokers.
+  fullgraph (AdaQP): quantization none (fp32) / uniform 8, 4, 2 bits / adaptive;
+      cora, tolokers, synthetic = synthetic-products scaled to 200k nodes.
+  temporal (Sven): exchange naive / dedup; collegemsg or wikipedia, 1 epoch.
 Prints one markdown table: epoch time (median over the epochs after the first), the share
 of it spent communicating, bytes sent per epoch, the metric, and the time ratio against
-the baseline of the same setting. Needs root and iproute2 (as the emulated cluster does).
+the baseline of the same setting. With --scaling, each suite runs only its saving (vip,
+adaptive, dedup) on 1, 2, 4 ... nodes (one worker per node) and the table is epochs per
+second against 1 node. Needs root and iproute2 (as the emulated cluster does).
 """
 from __future__ import annotations
 
@@ -24,8 +34,8 @@ from pathlib import Path
 from gnnsys.netcluster import NetCluster, NetClusterError, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
-COMMON = ["train.progress=false", "run.checkpoint_every=0", "cluster.workers=2",
-          "cluster.cpus_per_worker=1"]
+COMMON = ["train.progress=false", "run.checkpoint_every=0", "cluster.cpus_per_worker=1",
+          "cluster.timeout_s=900"]
 ADAPTIVE = ["fullgraph.quantization.mode=adaptive", "fullgraph.quantization.assign_every=10",
             "fullgraph.quantization.profile_points=5"]
 FULLGRAPH = {"fp32": ["fullgraph.quantization.mode=none"],
@@ -33,17 +43,54 @@ FULLGRAPH = {"fp32": ["fullgraph.quantization.mode=none"],
                                 f"fullgraph.quantization.uniform_bits={b}"] for b in (8, 4, 2)},
              "adaptive": ADAPTIVE}
 TEMPORAL = {"naive": ["temporal.exchange=naive"], "dedup": ["temporal.exchange=dedup"]}
+MINIBATCH = {policy: [f"cache.policy={policy}", "cache.replication=0.5"]
+             for policy in ("none", "degree", "vip")}
+# Products-like graphs scaled to what a few 1-core namespaces run in minutes. The
+# minibatch one has longer edges (locality exponent 0.5: BENCHMARKS.md's cache section,
+# cut 2.5% at full size) so that remote reads are worth caching at all.
+PRODUCTS_MB = ("dataset.params={num_nodes: 250000, locality_exponent: 0.5}",
+               "train.epochs=2", "train.eval_every=2")
+PRODUCTS_FG = ("dataset.params={num_nodes: 200000}", "train.epochs=4",
+               "train.eval_every=4", "fullgraph.quantization.assign_every=1",
+               "fullgraph.quantization.profile_points=5")
+DATA = {  # suite -> dataset -> (config, extra overrides)
+    "minibatch": {
+        "products": ("configs/dist-synthetic-small.yaml",
+                     ["dataset.name=synthetic-products", *PRODUCTS_MB]),
+        "tolokers": ("configs/dist-tolokers.yaml", ["train.epochs=4", "train.eval_every=4"]),
+    },
+    "fullgraph": {
+        "cora": ("configs/adaqp-cora.yaml", []),
+        "tolokers": ("configs/adaqp-tolokers.yaml", []),
+        "synthetic": ("configs/adaqp-synthetic-products.yaml", list(PRODUCTS_FG)),
+    },
+    "temporal": {name: (f"configs/tgn-{name}.yaml", ["train.epochs=1"])
+                 for name in ("collegemsg", "wikipedia")},
+}
+VARIANTS = {"minibatch": (MINIBATCH, "none", "vip"), "fullgraph": (FULLGRAPH, "fp32", "adaptive"),
+            "temporal": (TEMPORAL, "naive", "dedup")}
 
 
 def suites(args) -> dict:
-    """suite name -> (config file, extra overrides, {variant: overrides}, baseline)."""
+    """'suite/dataset' -> (config file, extra overrides, {variant: overrides}, baseline)."""
+    chosen = {"minibatch": args.mb_data, "fullgraph": args.fg_data,
+              "temporal": args.temporal_data}
     out = {}
-    if "fullgraph" in args.suites:
-        out["fullgraph"] = ("configs/adaqp-cora.yaml", [f"train.epochs={args.fg_epochs}"],
-                            FULLGRAPH, "fp32")
-    if "temporal" in args.suites:
-        out["temporal"] = (f"configs/tgn-{args.temporal_data}.yaml",
-                           ["train.epochs=1"], TEMPORAL, "naive")
+    for suite in filter(None, args.suites.split(",")):
+        if suite not in DATA:
+            raise SystemExit(f"bench_network: unknown suite {suite!r}; use {', '.join(DATA)}")
+        variants, base, saving = VARIANTS[suite]
+        for name in filter(None, chosen[suite].split(",")):
+            if name not in DATA[suite]:
+                raise SystemExit(f"bench_network: no {suite} dataset {name!r}; use "
+                                 f"{', '.join(DATA[suite])}")
+            config, extra = DATA[suite][name]
+            if suite == "fullgraph" and name != "synthetic":
+                extra = extra + [f"train.epochs={args.fg_epochs}"]
+            if args.scaling:          # only the saving, on 1, 2, 4 ... nodes
+                out[f"{suite}/{name}"] = (config, extra, {saving: variants[saving]}, saving)
+            else:
+                out[f"{suite}/{name}"] = (config, extra, variants, base)
     return out
 
 
@@ -79,9 +126,12 @@ def summarise(records: list[dict]) -> dict:
 
 
 def _exchange_s(record: dict) -> float:
-    """The saving's own exchange time (full-graph boundary rows, temporal memory rows)."""
-    key = "time_comm" if "time_comm" in record else "exchange_s"
-    return _max_rank(record, key) if key in record else float("nan")
+    """The saving's own exchange time (full-graph boundary rows, temporal memory rows,
+    minibatch remote feature rows: fetched in the loader's thread, beside the step)."""
+    for key in ("time_comm", "exchange_s", "fetch_s"):   # full-graph, temporal, minibatch
+        if key in record:
+            return _max_rank(record, key)
+    return float("nan")
 
 
 def _max_rank(record: dict, key: str) -> float:
@@ -94,12 +144,21 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bandwidths", default="none,400mbit,150mbit",
                         help="comma-separated tc rates per link; 'none' = unshaped")
-    parser.add_argument("--suites", default="fullgraph,temporal")
+    parser.add_argument("--suites", default="fullgraph,temporal",
+                        help="comma list of minibatch, fullgraph, temporal")
     parser.add_argument("--variants", default="", help="only these variants (comma list)")
-    parser.add_argument("--fg-epochs", type=int, default=40)
-    parser.add_argument("--temporal-data", default="collegemsg")
+    parser.add_argument("--mb-data", default="products", help="minibatch datasets (comma list)")
+    parser.add_argument("--fg-data", default="cora", help="full-graph datasets (comma list)")
+    parser.add_argument("--fg-epochs", type=int, default=40,
+                        help="full-graph epochs (cora, tolokers)")
+    parser.add_argument("--temporal-data", default="collegemsg",
+                        help="temporal datasets (comma list)")
+    parser.add_argument("--nodes", type=int, default=2, help="nodes = workers (savings)")
+    parser.add_argument("--scaling", default="",
+                        help="node counts, e.g. 1,2,4: run each suite's saving on each and "
+                             "print epochs/s against the first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats")
-    parser.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
+    parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     parser.add_argument("--json", help="also write the raw rows here")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
@@ -107,33 +166,41 @@ def main(argv=None) -> int:
         print(f"bench_network: {reason}", file=sys.stderr)
         return 1
     only = set(filter(None, args.variants.split(",")))
+    counts = [int(n) for n in args.scaling.split(",")] if args.scaling else [args.nodes]
     rows = []
     scratch = Path(tempfile.mkdtemp(prefix="bench_network-"))
     for bandwidth in args.bandwidths.split(","):
         rate = None if bandwidth == "none" else bandwidth
         try:
-            with NetCluster(2, bandwidth=rate, cpus_per_node=1) as cluster:
+            with NetCluster(max(counts), bandwidth=rate, cpus_per_node=1) as cluster:
                 for suite, (config, extra, variants, base) in suites(args).items():
+                    # (label, workers, overrides); the first label is the baseline
+                    runs = [(f"{n} node{'s' * (n > 1)}", n, next(iter(variants.values())))
+                            for n in counts] if args.scaling else \
+                        [(name, args.nodes, o) for name, o in variants.items()
+                         if not only or name in only or name == base]
                     results = {}
                     for rnd in range(args.rounds):
-                        for name, overrides in variants.items():
-                            if only and name not in only and name != base:
-                                continue
+                        for label, workers, overrides in runs:
                             t0 = time.monotonic()
-                            run_dir = scratch / f"{bandwidth}-{suite}-{name}-{rnd}"
-                            records = train(cluster, config, COMMON + extra + overrides,
-                                            run_dir, args.timeout)
-                            results.setdefault(name, []).append(summarise(records))
-                            print(f"# {bandwidth} {suite} {name} round {rnd}: "
-                                  f"{results[name][-1]} ({time.monotonic() - t0:.0f}s)",
+                            run_dir = scratch / f"{bandwidth}-{suite.replace('/', '-')}-{label.replace(' ', '')}-{rnd}"
+                            records = train(cluster, config, COMMON + extra + overrides +
+                                            [f"cluster.workers={workers}"], run_dir,
+                                            args.timeout)
+                            results.setdefault(label, []).append(summarise(records))
+                            print(f"# {bandwidth} {suite} {label} round {rnd}: "
+                                  f"{results[label][-1]} ({time.monotonic() - t0:.0f}s)",
                                   file=sys.stderr, flush=True)
-                    rows += _rows(bandwidth, suite, results, base)
+                    rows += _rows(bandwidth, suite, results, runs[0][0])
         except NetClusterError as err:
             print(f"bench_network: {err}", file=sys.stderr)
             return 1
-    print(_table(rows))
+    print(_table(rows, scaling=bool(args.scaling)))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+        path = Path(args.json)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(rows, indent=1))
+        tmp.replace(path)                  # atomic: never a half-written file
     return 0
 
 
@@ -149,13 +216,14 @@ def _rows(bandwidth, suite, results, base) -> list[dict]:
              "speedup": base_s / m["epoch_s"]} for name, m in merged.items()]
 
 
-def _table(rows: list[dict]) -> str:
+def _table(rows: list[dict], scaling: bool = False) -> str:
+    ratio = "epochs/s vs 1 node" if scaling else "speed-up vs baseline"
     lines = ["| setting | suite | variant | epoch s | comm share | exchange s | MiB sent/epoch "
-             "| metric | speed-up vs baseline |", "|---|---|---|---:|---:|---:|---:|---|---:|"]
+             f"| metric | {ratio} |", "|---|---|---|---:|---:|---:|---:|---|---:|"]
     for r in rows:
         lines.append(f"| {r['setting']} | {r['suite']} | {r['variant']} | {r['epoch_s']:.3f} "
-                     f"| {r['comm_share']:.0%} | {r['exchange_s']:.3f} | {r['bytes'] / 2 ** 20:.3f} | {r['metric']} "
-                     f"| {r['speedup']:.2f}x |")
+                     f"| {r['comm_share']:.0%} | {r['exchange_s']:.3f} "
+                     f"| {r['bytes'] / 2 ** 20:.3f} | {r['metric']} | {r['speedup']:.2f}x |")
     return "\n".join(lines)
 
 

@@ -30,6 +30,9 @@ def test_quickstart_config_loads(repo_root):
      ["'fullgraph.quantization.uniform_bits' is 3; allowed: 2, 4, 8"]),
     ({"train": {"progress": "yes"}}, ["'train.progress'", "true or false"]),
     ({"cache": {"policy": "lru"}}, ["'cache.policy'", "none, degree, vip"]),
+    ({"model": {"residual": True}}, ["'model.residual'", "layers >= 3", "2 layers"]),
+    ({"mode": "fullgraph", "model": {"residual": True, "layers": 3}},
+     ["'model.residual'", "mode 'minibatch'", "got mode 'fullgraph'"]),
     ({"fullgraph": {"layer_norm": True}},          # removed: model.norm is the one knob
      ["unknown config key 'fullgraph.layer_norm'", "allowed: overlap, quantization"]),
 ])

@@ -44,12 +44,13 @@ def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
 
 class BlockGNN(nn.Module):
     def __init__(self, arch: str, in_dim: int, hidden: int, out_dim: int, layers: int,
-                 dropout: float = 0.5, heads: int = 4, norm: str = "none"):
+                 dropout: float = 0.5, heads: int = 4, norm: str = "none",
+                 residual: bool = False):
         super().__init__()
         if arch == "gat" and hidden % heads:
             raise ValueError(f"model.hidden ({hidden}) must be divisible by model.heads "
                              f"({heads}) for gat")
-        self.arch, self.dropout = arch, dropout
+        self.arch, self.dropout, self.residual = arch, dropout, residual
         self.register_buffer("degree", torch.zeros(0), persistent=False)
         dims = [in_dim] + [hidden] * (layers - 1) + [out_dim]
         self.convs = nn.ModuleList(
@@ -86,12 +87,16 @@ class BlockGNN(nn.Module):
             out = _sage_projecting_first(conv, x, edge_index, num_dst)
         else:
             out = conv((x, first_rows(x, num_dst)), edge_index)
-        return self._activate(i, out)
+        return self._activate(i, out, x)
 
-    def _activate(self, i: int, out: torch.Tensor) -> torch.Tensor:
+    def _activate(self, i: int, out: torch.Tensor, x_src: torch.Tensor) -> torch.Tensor:
+        """Norm, ReLU and dropout after every layer but the last; with model.residual a
+        hidden->hidden layer adds its targets' input rows (the first num_dst sources)."""
         if i < len(self.convs) - 1:
             out = F.relu(self.norms[i](out))
             out = F.dropout(out, p=self.dropout, training=self.training)
+            if self.residual and i > 0:
+                out = out + x_src[:out.shape[0]]
         return out
 
     def forward(self, x: torch.Tensor, blocks, n_id: torch.Tensor | None = None) -> torch.Tensor:
@@ -129,7 +134,7 @@ class BlockGNN(nn.Module):
                     # SAGE reads sources by global id straight from x: no relabelling
                     ei = torch.stack([src, dst]).to(device)
                     out = self.convs[i]((x_on_device, x_on_device[start:stop]), ei)
-                    outs.append(self._activate(i, out).cpu())
+                    outs.append(self._activate(i, out, x_on_device[start:stop]).cpu())
                     continue
                 # sources: the targets themselves first, then their neighbours
                 nodes, inv = torch.unique(torch.cat([torch.arange(start, stop), src]),
@@ -169,4 +174,4 @@ def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
 def build_model(config, in_dim: int, num_classes: int) -> BlockGNN:
     m = config.model
     return BlockGNN(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout, m.heads,
-                    m.norm)
+                    m.norm, m.residual)

@@ -87,3 +87,23 @@ def test_gcn_without_degrees_is_a_clear_error():
     model = BlockGNN("gcn", 4, 8, 2, layers=1)
     with pytest.raises(ValueError, match="set_degree"):
         model(torch.zeros(3, 4), [Block(torch.tensor([[1], [0]]), 3, 1)])
+
+
+def test_residual_adds_the_hidden_input_in_both_forward_paths():
+    torch.manual_seed(2)
+    g = tiny_graph(num_nodes=70)
+    model = BlockGNN("sage", g.num_features, 16, g.num_classes, layers=3, dropout=0.0,
+                     residual=True).eval()
+    # Reference: plain PyG over the whole graph, adding the input of the hidden->hidden layer.
+    x = torch.from_numpy(np.asarray(g.x))
+    edge_index = torch.from_numpy(g.edge_index())
+    h1 = torch.relu(model.convs[0]((x, x), edge_index))
+    h2 = torch.relu(model.convs[1]((h1, h1), edge_index)) + h1
+    ref = model.convs[2]((h2, h2), edge_index)
+    seeds = [0, 5, 33, 69]
+    n_id, blocks = _full_blocks(g, seeds, 3)
+    torch.testing.assert_close(model(x[n_id], blocks, n_id), ref[seeds], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(model.inference(g, batch_size=13), ref, atol=1e-5, rtol=1e-4)
+    plain = BlockGNN("sage", g.num_features, 16, g.num_classes, layers=3, dropout=0.0)
+    plain.load_state_dict(model.state_dict())
+    assert not torch.allclose(plain.eval().inference(g), ref, atol=1e-3)   # it does add
