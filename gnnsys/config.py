@@ -72,6 +72,8 @@ class TrainConfig:
     weight_decay: float = 0.0
     seed: int = 0                        # seeds sampling, init and shuffling
     eval_every: int = 1                  # evaluate on the validation split every N epochs
+    patience: int = 0                    # stop after this many epochs without a better
+                                         # validation metric (0 = run every epoch)
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
     progress: bool = True                # per-epoch progress bars
 
@@ -269,6 +271,7 @@ RANGES = {
     "sampler.batch_size": ">= 1", "sampler.eval_batch_size": ">= 1", "sampler.threads": ">= 1",
     "sampler.prefetch": ">= 0", "train.epochs": ">= 1", "train.lr": "> 0",
     "train.weight_decay": ">= 0", "train.seed": ">= 0", "train.eval_every": ">= 1",
+    "train.patience": ">= 0",
     "run.checkpoint_every": ">= 0", "cluster.workers": ">= 1", "cluster.cpus_per_worker": ">= 1",
     "cluster.gpus_per_worker": ">= 0", "cluster.timeout_s": "> 0",
     "cluster.start_timeout_s": "> 0", "cluster.max_failures": ">= 0",

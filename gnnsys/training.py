@@ -112,6 +112,8 @@ class TrainingLoop:
                 record = self._epoch(epoch)
                 epochs.set_postfix({k: f"{v:.4f}" for k, v in record.items()
                                     if k in ("loss", self.key)})
+                if self._out_of_patience(epoch):
+                    break
             return self._final()
         finally:
             self.grad_sync.close()
@@ -138,6 +140,21 @@ class TrainingLoop:
             self._checkpoint()
         self.comm.barrier()                       # nobody races ahead of the checkpoint
         return record
+
+    def _out_of_patience(self, epoch: int) -> bool:
+        """Early stopping: train.patience epochs since the best validation metric. Rank 0
+        decides for all, so every rank leaves the loop after the same epoch."""
+        patience = self.config.train.patience
+        stale = bool(patience) and epoch + 1 < self.config.train.epochs \
+            and epoch - self.best_epoch >= patience
+        if not self.comm.all_gather_object(stale)[0]:
+            return False
+        self.run_dir.log({"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
+                          "patience": patience})
+        every = self.config.run.checkpoint_every
+        if every and (epoch + 1) % every:
+            self._checkpoint()                    # a resumed run starts where this one stopped
+        return True
 
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""

@@ -157,3 +157,17 @@ def test_rank_counters_combine_by_kind():
               "sampler": "cpu"}]
     assert combine_ranks(ranks) == {"remote_rows": 7, "fetch_s": 0.5,
                                      "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
+
+
+def test_patience_stops_when_validation_stops_improving(tmp_path):
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    graph = tiny_graph(num_nodes=300, num_features=8, seed=3)
+    # lr so small that the validation metric never moves: the best epoch stays 0
+    frozen = _config("minibatch", tmp_path / "stop", epochs=6, lr=1e-12, patience=2)
+    result = fit(from_dict(frozen), graph)
+    assert result["epochs"] == 3 and result["best_epoch"] == 0
+    events = [r for r in read_metrics(tmp_path / "stop") if r.get("event") == "early_stop"]
+    assert [(e["epoch"], e["best_epoch"]) for e in events] == [(2, 0)]
+    patient = _config("minibatch", tmp_path / "all", epochs=6, lr=1e-12)   # patience 0: off
+    assert fit(from_dict(patient), graph)["epochs"] == 6
