@@ -29,9 +29,11 @@ import gnnsys
 # features = dataset.normalize_features; batch = seeds per minibatch; eval_every = epochs
 # between validation passes (default 1; a full-graph pass is what costs on tolokers).
 CONFIGS = {
-    "tolokers":           dict(protocol="splits", runs=10, hidden=512, layers=2, dropout=0.2,
+    # 3 layers with a residual hidden layer (Platonov et al. tune depth with residuals)
+    "tolokers":           dict(protocol="splits", runs=10, hidden=512, layers=3, dropout=0.2,
                                lr=0.001, weight_decay=0.0, epochs=40, norm="layer",
-                               fanouts=[25, 15], batch=256, features="standard", eval_every=2),
+                               residual=True, fanouts=[15, 10, 5], batch=256,
+                               features="standard", eval_every=2),
     "chameleon_filtered": dict(protocol="splits", runs=10, hidden=256, layers=2, dropout=0.5,
                                lr=0.003, weight_decay=0.0, epochs=40, norm="layer",
                                fanouts=[-1, -1], batch=256, features="none", eval_every=2),
@@ -110,7 +112,8 @@ def run_config(name: str, spec: dict, index: int, epochs: int | None, run_dir: P
         "dataset": {"name": name, "split": 0 if seeds else index,
                     "normalize_features": spec["features"]},
         "model": {"arch": "sage", "hidden": spec["hidden"], "layers": spec["layers"],
-                  "dropout": spec["dropout"], "norm": spec["norm"]},
+                  "dropout": spec["dropout"], "norm": spec["norm"],
+                  "residual": spec.get("residual", False)},
         "sampler": {"fanouts": list(spec["fanouts"]), "batch_size": spec["batch"]},
         "train": {"epochs": epochs or spec["epochs"], "lr": spec["lr"],
                   "weight_decay": spec["weight_decay"], "seed": index if seeds else 0,

@@ -31,9 +31,14 @@ def test_every_run_is_a_valid_config(bench, repo_root):
     for name, (config, extra, variants, base) in chosen.items():
         assert base in variants
         for overrides in variants.values():
-            cfg = load_config(repo_root / config, overrides=bench.COMMON + extra + overrides
-                              + ["cluster.workers=2"])
+            cfg = load_config(repo_root / config,
+                              overrides=bench.run_overrides(overrides, extra, 2))
             assert cfg.mode == name.split("/")[0]
+    # the dataset's overrides come last, so they can tune a variant's defaults
+    config, extra, variants, _ = chosen["fullgraph/synthetic"]
+    adaptive = load_config(repo_root / config, overrides=bench.run_overrides(
+        variants["adaptive"], extra, 2))
+    assert adaptive.fullgraph.quantization.assign_every == 1 and adaptive.train.epochs == 4
     products = load_config(repo_root / chosen["minibatch/products"][0],
                            overrides=chosen["minibatch/products"][1])
     assert products.dataset.name == "synthetic-products"
@@ -61,6 +66,11 @@ def test_summary_uses_the_slowest_rank_and_the_baseline(bench):
     vip = bench.summarise(run(2.0, [0.2, 0.4], [0.1, 0.3]))
     rows = bench._rows("150mbit", "minibatch/products", {"none": [none], "vip": [vip]}, "none")
     assert [(r["variant"], r["speedup"]) for r in rows] == [("none", 1.0), ("vip", 2.0)]
+    minibatch = run(4.0, [3.0, 3.0], [0.5, 1.5])
+    for epoch in minibatch[:-1]:        # the step's own waits count, not the loader's
+        for w, (batch, sync) in zip(epoch["workers"], [(0.4, 0.2), (0.1, 0.3)]):
+            w.update(batch_wait_s=batch, grad_sync_s=sync)
+    assert bench.summarise(minibatch)["comm_share"] == pytest.approx(0.15)
     table = bench._table(rows)
     assert "| 150mbit | minibatch/products | vip | 2.000 | 20% | 0.300 |" in table
     assert "epochs/s vs 1 node" in bench._table(rows, scaling=True)
