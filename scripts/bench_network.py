@@ -35,8 +35,10 @@ from pathlib import Path
 from gnnsys.netcluster import NetCluster, NetClusterError, unavailable_reason
 
 REPO = Path(__file__).resolve().parent.parent
+# One core per node: a worker's threads, and the 1-node run's too (its process is not
+# confined to its namespace's CPU, so left alone it would use the whole machine).
 COMMON = ["train.progress=false", "run.checkpoint_every=0", "cluster.cpus_per_worker=1",
-          "cluster.timeout_s=900"]
+          "sampler.threads=1", "cluster.timeout_s=900"]
 ADAPTIVE = ["fullgraph.quantization.mode=adaptive", "fullgraph.quantization.assign_every=10",
             "fullgraph.quantization.profile_points=5"]
 FULLGRAPH = {"fp32": ["fullgraph.quantization.mode=none"],
