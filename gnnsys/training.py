@@ -135,24 +135,27 @@ class TrainingLoop:
         if self.show and self.mode.batches_per_epoch > 1:
             self._print(record)
         self.epoch = epoch
-        every = config.run.checkpoint_every
-        if every and ((epoch + 1) % every == 0 or epoch + 1 == config.train.epochs):
+        if self._checkpoint_due(epoch):
             self._checkpoint()
         self.comm.barrier()                       # nobody races ahead of the checkpoint
         return record
 
+    def _checkpoint_due(self, epoch: int) -> bool:
+        """Whether `_epoch` checkpoints after this epoch (run.checkpoint_every, and the last)."""
+        every = self.config.run.checkpoint_every
+        return bool(every) and ((epoch + 1) % every == 0 or epoch + 1 == self.config.train.epochs)
+
     def _out_of_patience(self, epoch: int) -> bool:
         """Early stopping: train.patience epochs since the best validation metric. Rank 0
         decides for all, so every rank leaves the loop after the same epoch."""
-        patience = self.config.train.patience
-        stale = bool(patience) and epoch + 1 < self.config.train.epochs \
-            and epoch - self.best_epoch >= patience
-        if not self.comm.all_gather_object(stale)[0]:
+        patience = self.config.train.patience      # the same on every rank
+        if not patience or epoch + 1 == self.config.train.epochs:
+            return False
+        if not self.comm.broadcast_object(epoch - self.best_epoch >= patience):
             return False
         self.run_dir.log({"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
                           "patience": patience})
-        every = self.config.run.checkpoint_every
-        if every and (epoch + 1) % every:
+        if self.config.run.checkpoint_every and not self._checkpoint_due(epoch):
             self._checkpoint()                    # a resumed run starts where this one stopped
         return True
 
