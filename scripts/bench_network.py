@@ -140,9 +140,9 @@ def _exposed_wait(record: dict) -> float:
     saw: waiting for a batch plus the all-reduce not hidden by backward. Elsewhere the
     Communicator's own waits (exchange and gradients) are on the step's path."""
     ranks = [w for w in record.get("workers", []) if isinstance(w, dict)] or [record]
-    if "batch_wait_s" in ranks[0]:
-        return max(w["batch_wait_s"] + w.get("grad_sync_s", 0.0) for w in ranks)
-    return max(w["comm_wait_s"] for w in ranks)
+    if "batch_wait_s" not in ranks[0]:
+        return _max_rank(record, "comm_wait_s")
+    return max(w["batch_wait_s"] + w.get("grad_sync_s", 0.0) for w in ranks)
 
 
 def _exchange_s(record: dict) -> float:

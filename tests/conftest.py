@@ -35,3 +35,16 @@ os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_for_these_sources())
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO
+
+
+@pytest.fixture(scope="session")
+def load_script():
+    """Import scripts/<name>.py as a module (scripts/ is not a package)."""
+    import importlib.util
+
+    def load(name: str):
+        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load

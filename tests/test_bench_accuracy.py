@@ -1,7 +1,6 @@
 """scripts/bench_accuracy.py (issue 12): its one config table covers every static bundle the
 registry and the shared manifest both hold, each protocol fits its file, and it runs end to
 end on texas (1 split, 1 epoch)."""
-import importlib.util
 import json
 import re
 
@@ -16,12 +15,8 @@ pytestmark = pytest.mark.skipif(DATA is None, reason="shared/data bundles are no
 
 
 @pytest.fixture(scope="module")
-def bench(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "bench_accuracy", repo_root / "scripts" / "bench_accuracy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_script):
+    return load_script("bench_accuracy")
 
 
 def shared_static_bundles() -> dict:

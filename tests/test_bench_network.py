@@ -2,7 +2,6 @@
 configs (a typo in an override would otherwise surface minutes into a benchmark), and the
 table's ratios come from the right rows (the slowest rank, the baseline's epoch time)."""
 import argparse
-import importlib.util
 
 import pytest
 
@@ -10,12 +9,8 @@ from gnnsys.config import load_config
 
 
 @pytest.fixture(scope="module")
-def bench(repo_root):
-    spec = importlib.util.spec_from_file_location(
-        "bench_network", repo_root / "scripts" / "bench_network.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def bench(load_script):
+    return load_script("bench_network")
 
 
 def _args(**kw):
