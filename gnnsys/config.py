@@ -126,6 +126,7 @@ class TemporalConfig:
     edge_feat_dim: int = 0               # 0 = the dataset's own (if any); >0 = zero-pad to this
     mailbox_size: int = 0                # mails kept per vertex; 0 = model default (APAN 10, else 1)
     eval_negatives: int = 9              # negatives per positive for MRR (AP uses the first)
+    pair_history: bool = False           # the link scorer also sees how often / when last the pair met
 
 
 @dataclass

@@ -7,6 +7,7 @@ Numpy + numba only; this module knows arrays, not trainers (it never imports gnn
     csr = build_temporal_csr(src, dst, t, num_nodes)
     nbrs = sample_neighbors(csr, nodes, times, k=10, strategy="recent")
     nbrs.nodes[i, :nbrs.count[i]]      # up to k neighbours of nodes[i] with time < times[i]
+    count, last = pair_history(csr, u, v, times)   # how often / when last u and v met
 
 Neighbour lists hold both directions of every event (the interaction graph is treated as
 undirected, as TGN's neighbour finder does) sorted by (time, event id), so "before t" is one
@@ -170,6 +171,48 @@ def sample_neighbors(csr: TemporalCSR, nodes: np.ndarray, times: np.ndarray, k: 
                    strategy == "uniform", np.uint64(seed % (1 << 63)),
                    out.nodes, out.times, out.events, out.count)
     return out
+
+
+# ----------------------------------------------------------------------------- pair history
+@njit(nogil=True, cache=True)
+def _pair_history_kernel(indptr, neighbor, time, event, u, v, times, out_count, out_last):
+    for q in range(len(u)):
+        a, b = u[q], v[q]
+        if indptr[a + 1] - indptr[a] > indptr[b + 1] - indptr[b]:
+            a, b = b, a                          # scan the shorter list: same pairs
+        lo = indptr[a]
+        end = _first_at_or_after(time, lo, indptr[a + 1], times[q])
+        count, last, previous = 0, -1.0, -1
+        for p in range(end - 1, lo - 1, -1):     # newest first
+            # a self-loop lists its event twice, side by side: count it once
+            if neighbor[p] == b and event[p] != previous:
+                if count == 0:
+                    last = time[p]
+                count += 1
+                previous = event[p]
+        out_count[q] = count
+        out_last[q] = last
+
+
+def pair_history(csr: TemporalCSR, u: np.ndarray, v: np.ndarray,
+                 times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(count, last) of the events between u[i] and v[i], either direction, strictly before
+    times[i]: how often the pair met and when last (-1 if never). The same "before t" as
+    the neighbour sampler, so it tells the model nothing the event stream had not shown."""
+    u = np.ascontiguousarray(u, dtype=np.int64)
+    v = np.ascontiguousarray(v, dtype=np.int64)
+    times = np.ascontiguousarray(times, dtype=np.float64)
+    if not (u.shape == v.shape == times.shape) or u.ndim != 1:
+        raise ValueError(f"u, v and times must be 1-d of equal length; got shapes "
+                         f"{u.shape}, {v.shape} and {times.shape}")
+    if len(u) and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= csr.num_nodes):
+        raise ValueError(f"pair endpoints must be node ids in [0, {csr.num_nodes}); got "
+                         f"[{min(u.min(), v.min())}, {max(u.max(), v.max())}]")
+    count = np.zeros(len(u), dtype=np.int64)
+    last = np.full(len(u), -1.0)
+    _pair_history_kernel(csr.indptr, csr.neighbor, csr.time, csr.event, u, v, times,
+                         count, last)
+    return count, last
 
 
 # ----------------------------------------------------------------------------- negatives

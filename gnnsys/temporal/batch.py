@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from samplers.temporal import (NegativeSampler, SampledNeighbors, chronological_batches,
-                               sample_neighbors, shard)
+                               pair_history, sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
 
@@ -28,6 +28,10 @@ class PreparedBatch:
     time: np.ndarray                 # float64 [b]
     negatives: np.ndarray            # int64 [b, n_neg]
     neighbors: SampledNeighbors | None   # for the roots (src, dst, negatives), if the model attends
+    # temporal.pair_history: per scored pair (src, dst) then (src, negative) row-major, how
+    # often the two met before the event and the gap since they last did (0 if never)
+    pair_count: np.ndarray | None = None     # int64 [b * (1 + n_neg)]
+    pair_gap: np.ndarray | None = None       # float64 seconds [b * (1 + n_neg)]
 
     @property
     def num_roots(self) -> int:
@@ -62,6 +66,7 @@ class DeviceBatch:
     root_time: torch.Tensor          # float64 [R] query time of each root (seconds)
     events: torch.Tensor             # int64 [b] event ids of the shard (the mails' features)
     neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
+    pairs: tuple | None = None       # (count, gap) float32 [b * (1 + n_neg)] each, if used
 
 
 def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
@@ -82,6 +87,8 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         slot = np.flatnonzero(n.mask)        # row-major, the order of batch.needed's slots
         ints += [slot, inverse[roots:], n.events.reshape(-1)[slot]]
         floats.append(root_time[slot // k] - n.times.reshape(-1)[slot])
+    if batch.pair_count is not None:
+        floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
     int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
         .to(device).split([len(a) for a in ints])
     float_parts = torch.from_numpy(np.concatenate(floats)).to(device) \
@@ -93,19 +100,23 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         mask = mask.index_fill_(0, slot, True).view(roots, k)
         neighbors = dict(mask=mask, slot=slot, row=row, event=event,
                          dt=float_parts[1].float())
+    pairs = None
+    if batch.pair_count is not None:
+        pairs = (float_parts[-2].float(), float_parts[-1].float())
     return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
-                       neighbors=neighbors)
+                       neighbors=neighbors, pairs=pairs)
 
 
 class BatchPlanner:
     """Builds the PreparedBatch of every (phase, batch) for one worker, deterministically."""
 
     def __init__(self, events, batch_size: int, rank: int, world_size: int, seed: int,
-                 num_neighbors: int, strategy: str, uses_neighbors: bool):
+                 num_neighbors: int, strategy: str, uses_neighbors: bool,
+                 pair_history: bool = False):
         self.events, self.batch_size = events, batch_size
         self.rank, self.world_size = rank, world_size
         self.seed, self.num_neighbors, self.strategy = seed, num_neighbors, strategy
-        self.uses_neighbors = uses_neighbors
+        self.uses_neighbors, self.pair_history = uses_neighbors, pair_history
         self.negative_samplers = {"train": NegativeSampler(events.train_negatives, seed),
                                   "eval": NegativeSampler(events.negatives, seed)}
 
@@ -129,6 +140,13 @@ class BatchPlanner:
             seed = (self.seed * 1_000_003 + PHASES[phase]) * 1_000_003 + epoch
             batch.neighbors = sample_neighbors(ev.csr, batch.roots, batch.root_time,
                                                self.num_neighbors, self.strategy, seed=seed)
+        if self.pair_history:
+            b, n = len(batch.src), num_negatives
+            time = batch.root_time[b:]              # dst's, then each negative's
+            src = np.concatenate([batch.src, np.repeat(batch.src, n)])
+            count, last = pair_history(ev.csr, src, batch.roots[b:], time)
+            batch.pair_count = count
+            batch.pair_gap = np.where(count > 0, time - last, 0.0)
         return batch
 
     def epoch(self, phase: str, epoch: int, num_negatives: int):

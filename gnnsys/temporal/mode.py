@@ -61,7 +61,8 @@ class TemporalMode:
         self.planner = BatchPlanner(events, config.sampler.batch_size, ctx.rank, ctx.world_size,
                                     config.train.seed, config.temporal.num_neighbors,
                                     config.temporal.neighbor_strategy,
-                                    uses_neighbors(config.model.arch))
+                                    uses_neighbors(config.model.arch),
+                                    config.temporal.pair_history)
         self.batches_per_epoch = len(self.planner.batches("train"))
         self.train_s = 0.0
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
@@ -109,8 +110,11 @@ class TemporalMode:
                                                             neighbors, num_written=2 * b)
             h_src, h_dst = h[:b], h[b:2 * b]
             h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
-            pos = self.model.score(h_src, h_dst)
-            neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg)
+            pair = self.model.encode_pairs(moved.pairs)
+            pair_pos, pair_neg = (None, None) if pair is None else \
+                (pair[:b], pair[b:].reshape(b, n_neg, pair.shape[1]))
+            pos = self.model.score(h_src, h_dst, pair_pos)
+            neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg, pair_neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
         return loss, memory, memory_ts, moved, (pos.detach(), neg.detach())
 

@@ -176,16 +176,34 @@ class TimeProjection(nn.Module):
         return root_memory * (1 + dt_scaled.float().unsqueeze(1) * self.weight)
 
 
-class LinkPredictor(nn.Module):
-    """TGN's merge layer: logit = W2 relu(W1 [h_src || h_dst])."""
+class PairHistoryEncoder(nn.Module):
+    """What the pair itself did before (`temporal.pair_history`): [log(1 + count) || met ||
+    phi(gap since they last met) if met]. Memory and attention embed each endpoint on its
+    own, so without it the scorer cannot ask "did these two meet before, and when", the
+    question EdgeBank's memorisation answers on graphs made mostly of repeated pairs."""
 
-    def __init__(self, dim: int):
+    def __init__(self, time_dim: int):
         super().__init__()
-        self.hidden = nn.Linear(2 * dim, dim)
+        self.time_encoder = TimeEncoder(time_dim)
+        self.dim = time_dim + 2
+
+    def forward(self, count, gap):
+        met = (count > 0).float().unsqueeze(-1)
+        return torch.cat([torch.log1p(count).unsqueeze(-1), met,
+                          self.time_encoder(gap) * met], -1)
+
+
+class LinkPredictor(nn.Module):
+    """TGN's merge layer: logit = W2 relu(W1 [h_src || h_dst (|| pair history)])."""
+
+    def __init__(self, dim: int, pair_dim: int = 0):
+        super().__init__()
+        self.hidden = nn.Linear(2 * dim + pair_dim, dim)
         self.out = nn.Linear(dim, 1)
 
-    def forward(self, h_src, h_dst):
-        return self.out(F.relu(self.hidden(torch.cat([h_src, h_dst], -1)))).squeeze(-1)
+    def forward(self, h_src, h_dst, pair=None):
+        parts = [h_src, h_dst] if pair is None else [h_src, h_dst, pair]
+        return self.out(F.relu(self.hidden(torch.cat(parts, -1)))).squeeze(-1)
 
 
 class TemporalLinkModel(nn.Module):
@@ -193,7 +211,7 @@ class TemporalLinkModel(nn.Module):
 
     def __init__(self, arch: str, memory_dim: int, mail_dim: int, edge_dim: int, time_dim: int,
                  embedding_dim: int, heads: int, dropout: float, node_feat_dim: int = 0,
-                 time_scale: float = 1.0):
+                 time_scale: float = 1.0, pair_history: bool = False):
         super().__init__()
         self.arch = arch
         self.time_scale = float(time_scale)
@@ -212,7 +230,8 @@ class TemporalLinkModel(nn.Module):
         else:
             self.embedding = TimeProjection(memory_dim) if arch == "jodie" else None
             out_dim = memory_dim
-        self.predictor = LinkPredictor(out_dim)
+        self.pair_encoder = PairHistoryEncoder(time_dim) if pair_history else None
+        self.predictor = LinkPredictor(out_dim, self.pair_encoder.dim if pair_history else 0)
 
     def node_input(self, memory, node_feat):
         if self.node_proj is None or node_feat is None:
@@ -248,8 +267,15 @@ class TemporalLinkModel(nn.Module):
         written = root_index[:num_written]
         return h, memory[written], memory_ts[written]
 
-    def score(self, h_src, h_dst):
-        return self.predictor(h_src, h_dst)
+    def score(self, h_src, h_dst, pair=None):
+        """pair: `encode_pairs` of the scored pairs, with `temporal.pair_history`."""
+        return self.predictor(h_src, h_dst, pair)
+
+    def encode_pairs(self, pairs: tuple | None):
+        """(count, gap) of the batch's scored pairs -> their features (None if not used)."""
+        if self.pair_encoder is None or pairs is None:
+            return None
+        return self.pair_encoder(*pairs)
 
 
 def uses_neighbors(arch: str) -> bool:
@@ -270,4 +296,4 @@ def build_model(config, events) -> TemporalLinkModel:
     return TemporalLinkModel(config.model.arch, tc.memory_dim, 2 * tc.memory_dim + events.edge_dim,
                              events.edge_dim, tc.time_dim, tc.embedding_dim, config.model.heads,
                              config.model.dropout, node_feat_dim=events.node_feat_dim,
-                             time_scale=events.time_scale)
+                             time_scale=events.time_scale, pair_history=tc.pair_history)
