@@ -7,7 +7,7 @@ Numpy + numba only; this module knows arrays, not trainers (it never imports gnn
     csr = build_temporal_csr(src, dst, t, num_nodes)
     nbrs = sample_neighbors(csr, nodes, times, k=10, strategy="recent")
     nbrs.nodes[i, :nbrs.count[i]]      # up to k neighbours of nodes[i] with time < times[i]
-    count, last = pair_history(csr, u, v, times)   # how often / when last u and v met
+    count, last = pair_history(build_pair_index(src, dst, t, num_nodes), u, v, times)
 
 Neighbour lists hold both directions of every event (the interaction graph is treated as
 undirected, as TGN's neighbour finder does) sorted by (time, event id), so "before t" is one
@@ -174,27 +174,40 @@ def sample_neighbors(csr: TemporalCSR, nodes: np.ndarray, times: np.ndarray, k: 
 
 
 # ----------------------------------------------------------------------------- pair history
+@dataclass(frozen=True)
+class PairIndex:
+    """Every event once, under the key of its unordered pair, in (key, time) order: how
+    often and when a pair met before t is two binary searches, however busy either end."""
+    key: np.ndarray        # int64 [E] min(u, v) * num_nodes + max(u, v), ascending
+    time: np.ndarray       # float64 [E] ascending within a key
+    num_nodes: int
+
+
+def build_pair_index(src: np.ndarray, dst: np.ndarray, t: np.ndarray,
+                     num_nodes: int) -> PairIndex:
+    """The PairIndex of chronological events (src[i], dst[i], t[i])."""
+    src = np.asarray(src, dtype=np.int64)
+    dst = np.asarray(dst, dtype=np.int64)
+    if num_nodes >= 3_000_000_000:
+        raise ValueError(f"pair keys need num_nodes**2 < 2**63; got {num_nodes} nodes")
+    key = np.minimum(src, dst) * num_nodes + np.maximum(src, dst)
+    order = np.argsort(key, kind="stable")     # stable: time order within a key
+    return PairIndex(key=key[order], time=np.asarray(t, dtype=np.float64)[order],
+                     num_nodes=int(num_nodes))
+
+
 @njit(nogil=True, cache=True)
-def _pair_history_kernel(indptr, neighbor, time, event, u, v, times, out_count, out_last):
+def _pair_history_kernel(keys, times, num_nodes, u, v, t, out_count, out_last):
     for q in range(len(u)):
-        a, b = u[q], v[q]
-        if indptr[a + 1] - indptr[a] > indptr[b + 1] - indptr[b]:
-            a, b = b, a                          # scan the shorter list: same pairs
-        lo = indptr[a]
-        end = _first_at_or_after(time, lo, indptr[a + 1], times[q])
-        count, last, previous = 0, -1.0, -1
-        for p in range(end - 1, lo - 1, -1):     # newest first
-            # a self-loop lists its event twice, side by side: count it once
-            if neighbor[p] == b and event[p] != previous:
-                if count == 0:
-                    last = time[p]
-                count += 1
-                previous = event[p]
-        out_count[q] = count
-        out_last[q] = last
+        k = min(u[q], v[q]) * num_nodes + max(u[q], v[q])
+        lo = _first_at_or_after(keys, 0, len(keys), k)
+        hi = _first_at_or_after(keys, lo, len(keys), k + 1)
+        end = _first_at_or_after(times, lo, hi, t[q])
+        out_count[q] = end - lo
+        out_last[q] = times[end - 1] if end > lo else -1.0
 
 
-def pair_history(csr: TemporalCSR, u: np.ndarray, v: np.ndarray,
+def pair_history(index: PairIndex, u: np.ndarray, v: np.ndarray,
                  times: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(count, last) of the events between u[i] and v[i], either direction, strictly before
     times[i]: how often the pair met and when last (-1 if never). The same "before t" as
@@ -205,13 +218,13 @@ def pair_history(csr: TemporalCSR, u: np.ndarray, v: np.ndarray,
     if not (u.shape == v.shape == times.shape) or u.ndim != 1:
         raise ValueError(f"u, v and times must be 1-d of equal length; got shapes "
                          f"{u.shape}, {v.shape} and {times.shape}")
-    if len(u) and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= csr.num_nodes):
-        raise ValueError(f"pair endpoints must be node ids in [0, {csr.num_nodes}); got "
+    n = index.num_nodes
+    if len(u) and (min(u.min(), v.min()) < 0 or max(u.max(), v.max()) >= n):
+        raise ValueError(f"pair endpoints must be node ids in [0, {n}); got "
                          f"[{min(u.min(), v.min())}, {max(u.max(), v.max())}]")
     count = np.zeros(len(u), dtype=np.int64)
     last = np.full(len(u), -1.0)
-    _pair_history_kernel(csr.indptr, csr.neighbor, csr.time, csr.event, u, v, times,
-                         count, last)
+    _pair_history_kernel(index.key, index.time, np.int64(n), u, v, times, count, last)
     return count, last
 
 

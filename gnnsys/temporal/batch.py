@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from samplers.temporal import (NegativeSampler, SampledNeighbors, chronological_batches,
-                               pair_history, sample_neighbors, shard)
+from samplers.temporal import (NegativeSampler, SampledNeighbors, build_pair_index,
+                               chronological_batches, pair_history, sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
 
@@ -116,7 +116,9 @@ class BatchPlanner:
         self.events, self.batch_size = events, batch_size
         self.rank, self.world_size = rank, world_size
         self.seed, self.num_neighbors, self.strategy = seed, num_neighbors, strategy
-        self.uses_neighbors, self.pair_history = uses_neighbors, pair_history
+        self.uses_neighbors = uses_neighbors
+        self.pairs = build_pair_index(events.src, events.dst, events.t, events.num_nodes) \
+            if pair_history else None
         self.negative_samplers = {"train": NegativeSampler(events.train_negatives, seed),
                                   "eval": NegativeSampler(events.negatives, seed)}
 
@@ -140,11 +142,11 @@ class BatchPlanner:
             seed = (self.seed * 1_000_003 + PHASES[phase]) * 1_000_003 + epoch
             batch.neighbors = sample_neighbors(ev.csr, batch.roots, batch.root_time,
                                                self.num_neighbors, self.strategy, seed=seed)
-        if self.pair_history:
+        if self.pairs is not None:
             b, n = len(batch.src), num_negatives
             time = batch.root_time[b:]              # dst's, then each negative's
             src = np.concatenate([batch.src, np.repeat(batch.src, n)])
-            count, last = pair_history(ev.csr, src, batch.roots[b:], time)
+            count, last = pair_history(self.pairs, src, batch.roots[b:], time)
             batch.pair_count = count
             batch.pair_gap = np.where(count > 0, time - last, 0.0)
         return batch

@@ -12,7 +12,7 @@ from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.placement import vertex_ownership
 from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit, run_worker
-from samplers.temporal import build_temporal_csr, pair_history
+from samplers.temporal import build_pair_index, pair_history
 
 
 def reference_pair_history(src, dst, t, u, v, time):
@@ -34,12 +34,12 @@ def repeated_pairs():
 def test_pair_history_matches_reference(repeated_pairs):
     src, dst, t, n = repeated_pairs
     assert (src == dst).any()
-    csr = build_temporal_csr(src, dst, t, n)
+    index = build_pair_index(src, dst, t, n)
     rng = np.random.default_rng(1)
     u, v = rng.integers(0, n, 300), rng.integers(0, n, 300)
     u[:20] = v[:20]                     # self-pairs
     times = rng.integers(0, 210, 300).astype(np.float64)
-    count, last = pair_history(csr, u, v, times)
+    count, last = pair_history(index, u, v, times)
     for q in range(len(u)):
         assert (count[q], last[q]) == reference_pair_history(src, dst, t, u[q], v[q], times[q])
     assert count.max() > 3 and (count == 0).any()
@@ -47,11 +47,11 @@ def test_pair_history_matches_reference(repeated_pairs):
 
 def test_pair_history_bad_inputs_name_the_problem(repeated_pairs):
     src, dst, t, n = repeated_pairs
-    csr = build_temporal_csr(src, dst, t, n)
+    index = build_pair_index(src, dst, t, n)
     with pytest.raises(ValueError, match="equal length"):
-        pair_history(csr, np.array([0, 1]), np.array([1]), np.array([1.0, 2.0]))
+        pair_history(index, np.array([0, 1]), np.array([1]), np.array([1.0, 2.0]))
     with pytest.raises(ValueError, match="pair endpoints"):
-        pair_history(csr, np.array([0]), np.array([n]), np.array([1.0]))
+        pair_history(index, np.array([0]), np.array([n]), np.array([1.0]))
 
 
 def test_batches_carry_each_scored_pairs_history_in_root_order():
