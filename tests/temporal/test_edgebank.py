@@ -27,6 +27,24 @@ def test_positive_scores_follow_the_definition(tiny_graph, tiny_config, window):
     assert 0 < positive.mean() < 1
 
 
+@pytest.mark.parametrize("window", [False, True])
+def test_per_event_bank_sees_every_strictly_earlier_event(tiny_graph, tiny_config, window):
+    config = tiny_config(sampler={"batch_size": 50})
+    events = prepare_events(tiny_graph)
+    positive, _ = edgebank_scores(config, events, "test", window, per_event=True)
+    lo, hi = events.test
+    span = events.t[hi - 1] - events.t[lo] if window else np.inf
+    expected = []
+    for i in range(lo, hi):
+        earlier = (events.src[:i] == events.src[i]) & (events.dst[:i] == events.dst[i]) & \
+            (events.t[:i] < events.t[i])
+        expected.append(bool(earlier.any()) and
+                        events.t[i] - events.t[:i][earlier].max() <= span)
+    np.testing.assert_array_equal(positive, np.array(expected, dtype=float))
+    batch_start, _ = edgebank_scores(config, events, "test", window)
+    assert (positive >= batch_start).all() and (positive > batch_start).any()
+
+
 def test_metrics_are_the_models_keys(tiny_graph, tiny_config):
     out = edgebank_metrics(tiny_config(), prepare_events(tiny_graph), "val")
     assert set(out) == {"val_ap", "val_mrr", "val_events", "val_ap_batch_mean"}
