@@ -14,11 +14,16 @@ waited for its batch (sampling + fetch not hidden).
     python scripts/bench_distributed.py --datasets tolokers --seeds 0 --epochs 5
     python scripts/bench_distributed.py --cores 2 --datasets tolokers synthetic-small \
         blogcatalog --seeds 0 --epochs 4          # does a second worker slow a run down?
+                                                  # (and 2 independent 1x1 runs at once:
+                                                  #  the machine's own ceiling for 2 x 1)
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -29,19 +34,52 @@ from gnnsys.trainer import Trainer
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
-             threads: int | None = None) -> dict:
+def run_overrides(name: str, workers: int, seed: int, epochs: int | None, out: Path,
+                  threads: int | None, copy: int | None = None) -> list[str]:
+    tag = f"{name}-w{workers}-t{threads or 0}-s{seed}" + ("" if copy is None else f"-copy{copy}")
     overrides = [f"cluster.workers={workers}", f"train.seed={seed}", "train.progress=false",
-                 f"run.dir={out / f'{name}-w{workers}-t{threads or 0}-s{seed}'}"]
+                 f"run.dir={out / tag}"]
     if epochs:
         overrides.append(f"train.epochs={epochs}")
     if threads:
         overrides.append(f"sampler.threads={threads}")
+    return overrides
+
+
+def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
+             threads: int | None = None) -> dict:
+    overrides = run_overrides(name, workers, seed, epochs, out, threads)
     config = load_config(ROOT / "configs" / f"dist-{name}.yaml", overrides)
     done = [r for r in read_metrics(config.run.dir) if r.get("final")]
     # A finished run in --out is reused, so an interrupted benchmark can be resumed.
     final = done[-1] if done else Trainer(config).fit()
-    epochs_rec = [r for r in read_metrics(config.run.dir) if "loss" in r][1:]
+    return summarise(config.run.dir, final)
+
+
+def run_copies(name: str, copies: int, seed: int, epochs: int | None, out: Path) -> dict:
+    """`copies` independent 1 worker x 1 thread runs at once, as separate processes with
+    no communication at all: what the machine gives two busy processes, the ceiling of
+    any K x 1 setting on it. Their mean epoch time, summed cores busy."""
+    path = ROOT / "configs" / f"dist-{name}.yaml"
+    overrides = [run_overrides(name, 1, seed, epochs, out, 1, copy=i) for i in range(copies)]
+    procs = []
+    for o in overrides:
+        cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(path)]
+        for item in o:
+            cmd += ["--set", item]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                      env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}))
+    if any(p.wait() for p in procs):
+        raise SystemExit(f"a concurrent copy of {name} failed; run it alone to see why")
+    each = [summarise(load_config(path, o).run.dir) for o in overrides]
+    return {"epoch_s": statistics.mean(r["epoch_s"] for r in each),
+            "cpu_cores": sum(r["cpu_cores"] for r in each)}
+
+
+def summarise(run_dir, final: dict | None = None) -> dict:
+    records = read_metrics(run_dir)
+    final = final or next(r for r in reversed(records) if r.get("final"))
+    epochs_rec = [r for r in records if "loss" in r][1:]
     key = next(k for k in final if k.startswith("test_"))
 
     def mean(field):
@@ -126,34 +164,42 @@ def same_cores(args, out: Path) -> None:
     """Epoch time of K workers x 1 thread against 1 worker x K threads (the same cores)
     and 1 worker x 1 thread, each setting interleaved per seed."""
     settings = [(1, args.cores), (1, 1), (args.workers, 1)]
-    runs = {}
+    runs, copies = {}, {}
     for name in args.datasets:
         for seed in args.seeds:
             for workers, threads in settings:
                 runs.setdefault((name, workers, threads), []).append(
                     run_once(name, workers, seed, args.epochs, out, threads))
+            copies.setdefault(name, []).append(
+                run_copies(name, args.workers, seed, args.epochs, out))
     k, c = args.workers, args.cores
     print(f"\n## Same {c} cores: {k} workers x 1 thread vs 1 worker x {c} threads vs 1 x 1 "
           f"(epoch s, mean over epochs 2.., seeds {args.seeds})\n")
     print(f"| dataset | 1 x {c} s | 1 x 1 s | {k} x 1 s | {k}x1 vs 1x{c} | {k}x1 vs 1x1 "
           f"| cores busy (1x1 / {k}x1) | ceiling vs 1x1 | all-reduce s ({k}x1) "
-          f"| waiting for batch s ({k}x1) | test ({k}x1 / 1x{c}) |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+          f"| waiting for batch s ({k}x1) | test ({k}x1 / 1x{c}) "
+          f"| {k} copies of 1x1 at once: epoch s, vs 1x1 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for name in args.datasets:
         avg = {s: {key: statistics.mean(r[key] for r in runs[(name, *s)])
                    for key in ("epoch_s", "allreduce_s", "batch_wait_s", "test", "cpu_cores")}
                for s in settings}
         wide, one, many = (avg[s] for s in settings)
+        together = statistics.mean(r["epoch_s"] for r in copies[name])
         print(f"| {name} | {wide['epoch_s']:.3f} | {one['epoch_s']:.3f} | "
               f"{many['epoch_s']:.3f} | {wide['epoch_s'] / many['epoch_s']:.2f}x | "
               f"{one['epoch_s'] / many['epoch_s']:.2f}x | "
               f"{one['cpu_cores']:.2f} / {many['cpu_cores']:.2f} | "
               f"{c / one['cpu_cores']:.2f}x | {many['allreduce_s']:.3f} | "
-              f"{many['batch_wait_s']:.3f} | {many['test']:.4f} / {wide['test']:.4f} |")
+              f"{many['batch_wait_s']:.3f} | {many['test']:.4f} / {wide['test']:.4f} | "
+              f"{together:.3f} s, {k * one['epoch_s'] / together:.2f}x |")
     print(f"\n`cores busy`: CPU seconds / wall seconds of the epoch, summed over workers (the "
           f"loader's sampling thread runs beside the step, so 1 x 1 can keep more than one "
           f"core busy); `ceiling vs 1x1`: {c} cores / 1x1's busy cores, the most {k} x 1 can "
-          f"gain over 1 x 1 on {c} cores.")
+          f"gain over 1 x 1 on {c} cores. `{k} copies of 1x1 at once`: {k} independent "
+          f"single-worker runs as separate processes with no communication at all; their "
+          f"combined throughput over one 1x1 run alone ({k} x 1x1 s / their epoch s) is what "
+          f"this machine gives {k} busy processes: no {k} x 1 setting can beat it.")
     print(f"\nrun directories: {out}")
 
 
