@@ -74,9 +74,9 @@ class LinkPredictor(torch.nn.Module):
 class PygTGN:
     """examples/tgn.py's training and evaluation, over gnnsys's split and negatives."""
 
-    def __init__(self, events, negative_sampler, config, lr: float, seed: int):
+    def __init__(self, events, negative_samplers, config, lr: float, seed: int):
         tc = config.temporal
-        self.events, self.negatives = events, negative_sampler
+        self.events, self.negatives = events, negative_samplers
         self.batch_size = config.sampler.batch_size
         self.eval_negatives = max(1, tc.eval_negatives)
         msg = torch.zeros(len(events.src), 1)                # see the module docstring
@@ -102,7 +102,8 @@ class PygTGN:
         lo, hi = getattr(self.events, phase)
         for index, a in enumerate(range(lo, hi, self.batch_size)):
             b = min(a + self.batch_size, hi)
-            neg = self.negatives.sample((b - a, num_negatives), stream=(PHASES[phase], epoch, index))
+            sampler = self.negatives["train" if phase == "train" else "eval"]
+            neg = sampler.sample((b - a, num_negatives), stream=(PHASES[phase], epoch, index))
             yield self.data[a:b], torch.from_numpy(neg[:, 0])
 
     def _embed(self, batch, neg_dst):
@@ -188,7 +189,7 @@ def main() -> None:
     events = prepared[0]
     ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
     loop = TrainingLoop(ctx, config, prepared)
-    pyg = PygTGN(events, loop.mode.planner.negative_sampler, config, args.pyg_lr, args.seed)
+    pyg = PygTGN(events, loop.mode.planner.negative_samplers, config, args.pyg_lr, args.seed)
     pyg.epochs = args.epochs
     train_events = events.train[1] - events.train[0]
     gnnsys_s, pyg_records = [], []
