@@ -103,7 +103,7 @@ class FusedNeighborSampler(BaseSampler):
         # neighbours are then looked up, and PyG maps positions through `perm`.
         self._positions = (np.arange(self.indices.size, dtype=self.indices.dtype)
                            if self.return_e_id else None)
-        self._node_map = NodeMap(1)
+        self._node_map = NodeMap(self.num_nodes)
 
     @property
     def edge_permutation(self):
@@ -134,7 +134,7 @@ class FusedNeighborSampler(BaseSampler):
 
     def _sample(self, seeds: np.ndarray, batch_seed: np.uint64) -> SamplerOutput:
         n_id = np.empty(max(seeds.size, 16), dtype=np.int64)
-        self._node_map.start_batch(seeds.size)
+        self._node_map.start_batch()
         self._node_map.insert_seeds(seeds, n_id)
         rows, cols, edges = [], [], []
         num_nodes, num_edges = [seeds.size], []

@@ -43,7 +43,7 @@ Semantics (see samplers/types.py for the layout):
 
 How a call runs (phases timed in `last_timings`, seconds):
   per hop: sample (count picks, prefix-sum, fill picks: parallel over targets), then
-  relabel (hash map lookups in discovery order, samplers/_node_map.py); finally gather
+  relabel (node map lookups in discovery order, samplers/_node_map.py); finally gather
   (parallel over rows). Below SHARDED_RELABEL_MIN_THREADS threads the relabel is one
   serial pass, so the other threads gather, meanwhile, the rows of every node known
   before the hop (`overlap_gather`; `last_rows_gathered_beside_relabel` counts them).
@@ -65,7 +65,7 @@ from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blo
                               gather_rows)
 from samplers._gather_csr import gather_csr_rows
 from samplers._hop_sampling import count_hop, fill_hop
-from samplers._node_map import MAX_GLOBAL_ID, NodeMap, relabel_hop_serial
+from samplers._node_map import NodeMap, relabel_hop_serial
 from samplers.rng import seed_to_u64
 from samplers.types import SampledSubgraph
 
@@ -76,24 +76,22 @@ SHARDED_RELABEL_MIN_THREADS = 8
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def relabel_beside_gather(table, tag, hash_shift, shard_bits, shard_fill, fill_limit,
-                          candidates, begin, num_candidates, next_id, n_id, local_ids,
+def relabel_beside_gather(words, tag, candidates, num_candidates, next_id, n_id, local_ids,
                           features, row_of, gather_begin, gather_end, out, is_missing,
                           num_workers):
     """The serial relabel of a hop on the calling thread while the other num_workers - 1
     threads gather rows [gather_begin, gather_end) of n_id (all known before the hop, so
     untouched by the relabel, which only appends); the calling thread joins the gather
-    once its relabel is done. Returns relabel_hop_serial's (done, next_id)."""
-    progress = np.zeros(2, dtype=np.int64)
+    once its relabel is done. Returns relabel_hop_serial's next free local id."""
+    progress = np.zeros(1, dtype=np.int64)
     counter = np.zeros(1, dtype=np.int64)
     for worker in prange(num_workers):
         if worker == 0:               # numba gives iteration 0 to the calling thread
-            progress[0], progress[1] = relabel_hop_serial(
-                table, tag, hash_shift, shard_bits, shard_fill, fill_limit, candidates,
-                begin, num_candidates, next_id, n_id, local_ids)
+            progress[0] = relabel_hop_serial(words, tag, candidates, num_candidates, next_id,
+                                             n_id, local_ids)
         gather_blocks(features, row_of, n_id, gather_begin, gather_end, out, is_missing,
                       counter)
-    return progress[0], progress[1]
+    return progress[0]
 
 
 def _grown(array: np.ndarray | None, size: int, dtype, keep: int = 0) -> np.ndarray:
@@ -145,9 +143,6 @@ class FusedSampler:
             raise ValueError(f"FusedSampler: indptr[-1]={int(self.indptr[-1])} but indices "
                              f"has {self.indices.size} entries; the CSR is inconsistent")
         self.num_nodes = self.indptr.size - 1
-        if self.num_nodes > MAX_GLOBAL_ID:
-            raise ValueError(f"FusedSampler: {self.num_nodes} nodes; the node map keys "
-                             f"global ids in 32 bits (at most {MAX_GLOBAL_ID})")
         self.fanouts = [int(f) for f in fanouts]
         if not self.fanouts or any(f < 0 and f != ALL_NEIGHBOURS for f in self.fanouts):
             raise ValueError(f"FusedSampler: fanouts must be a non-empty list of counts "
@@ -171,7 +166,7 @@ class FusedSampler:
         # Sharded relabel: one shard per thread (rounded up to a power of two).
         shards = (1 if self.num_threads < SHARDED_RELABEL_MIN_THREADS
                   else 1 << (self.num_threads - 1).bit_length())
-        self._node_map = NodeMap(shards)
+        self._node_map = NodeMap(self.num_nodes, shards)
         self._n_id = self._row_start = self._row_degree = None
         self._candidates = self._codes = None
         self._is_missing = NO_MISSING_FLAGS
@@ -237,7 +232,7 @@ class FusedSampler:
         spent = {"sample": 0.0, "relabel": 0.0, "gather": 0.0}
         num_known = seeds.size
         self._n_id = _grown(self._n_id, num_known, np.int64)
-        self._node_map.start_batch(num_known)
+        self._node_map.start_batch()
         self._node_map.insert_seeds(seeds, self._n_id)
         gathered = 0            # rows n_id[:gathered] are already in this call's buffer
         hop_sizes, block_indptrs, block_indices = [num_known], [], []
@@ -285,24 +280,16 @@ class FusedSampler:
             self._codes = _grown(self._codes, num_picks, np.int64)
             return node_map.relabel_hop(self._candidates, num_picks, num_known, self._n_id,
                                         local_ids, self._codes), gathered
-        done, next_id = 0, num_known
-        while True:
-            common = (node_map.table, node_map.tag, node_map.hash_shift, node_map.shard_bits,
-                      node_map.shard_fill, node_map.fill_limit, self._candidates, done,
-                      num_picks, next_id, self._n_id, local_ids)
-            if (self._feature_bytes is not None and self.overlap_gather
-                    and gathered < num_known):
-                x = self._ring_buffer(num_known, keep=gathered)
-                self._is_missing = self._missing_flags(num_known)
-                done, next_id = relabel_beside_gather(
-                    *common, self._feature_bytes, self._row_map, gathered, num_known,
-                    as_bytes(x), self._is_missing, self.num_threads)
-                gathered = num_known
-            else:
-                done, next_id = relabel_hop_serial(*common)
-            if done == num_picks:
-                return int(next_id - num_known), gathered
-            node_map.grow()               # a shard got too full: grow, then carry on
+        if self._feature_bytes is not None and self.overlap_gather and gathered < num_known:
+            x = self._ring_buffer(num_known, keep=gathered)
+            self._is_missing = self._missing_flags(num_known)
+            next_id = relabel_beside_gather(
+                node_map.words, node_map.tag, self._candidates, num_picks, num_known,
+                self._n_id, local_ids, self._feature_bytes, self._row_map, gathered,
+                num_known, as_bytes(x), self._is_missing, self.num_threads)
+            return int(next_id - num_known), num_known
+        return node_map.relabel_hop(self._candidates, num_picks, num_known, self._n_id,
+                                    local_ids, None), gathered
 
     # ------------------------------------------------------------------ features
     def _missing_flags(self, num_rows: int) -> np.ndarray:

@@ -214,18 +214,49 @@ def test_deterministic_and_independent_of_thread_count():
 
 
 @pytest.mark.parametrize("num_shards", [1, 2, 4])
-def test_serial_and_sharded_relabel_agree_and_survive_growth(num_shards):
-    """Serial (1 shard) and sharded relabelling give identical batches, also when the
-    map starts tiny and has to grow in the middle of a hop (and is reused after)."""
+def test_serial_and_sharded_relabel_agree_across_batches(num_shards):
+    """Serial (1 shard) and sharded relabelling give the reference's batch, also when the
+    map is reused for a second batch (a new generation over the old words)."""
     indptr, indices = random_graph(3000, 10, seed=13)
     seeds = np.arange(0, 3000, 30)
     expected = reference.reference_sample(indptr, indices, [8, 6], seeds, 5)
+    other_seeds = np.arange(7, 3000, 41)
+    other = reference.reference_sample(indptr, indices, [8, 6], other_seeds, 6)
     for threads in (1, 2):
         sampler = FusedSampler(indptr, indices, [8, 6], num_threads=threads)
-        sampler._node_map = NodeMap(num_shards, initial_capacity=16)
-        for _ in range(2):                     # second call: grown table, new generation
+        sampler._node_map = NodeMap(sampler.num_nodes, num_shards)
+        for _ in range(2):                     # second round: words of older generations
             assert_same_as_reference(sampler.sample(seeds, seed=5), expected)
-        assert sampler._node_map.capacity * NodeMap.MAX_LOAD >= expected["n_id"].size
+            assert_same_as_reference(sampler.sample(other_seeds, seed=6), other)
+
+
+def test_sharded_relabel_matches_serial_on_repeats_and_new_nodes():
+    """Kernel level: every candidate stream (repeats within the hop, nodes known before
+    it, nodes new in it) relabels the same in 1, 2, 4 and 8 shards."""
+    rng = np.random.default_rng(3)
+    seeds = rng.choice(5000, 40, replace=False)
+    hops = [rng.integers(0, 5000, size) for size in (1, 7, 5000, 30000)]
+    results = []
+    for shards in (1, 2, 4, 8):
+        node_map = NodeMap(5000, shards)
+        node_map.start_batch()
+        n_id = np.empty(40 + sum(h.size for h in hops), dtype=np.int64)
+        node_map.insert_seeds(seeds, n_id)
+        known, locals_ = 40, []
+        for hop in hops:
+            local = np.empty(hop.size, dtype=np.int32)
+            known += node_map.relabel_hop(hop, hop.size, known, n_id, local,
+                                          np.empty(hop.size, dtype=np.int64))
+            locals_.append(local)
+        results.append((n_id[:known].copy(), locals_))
+    n_id, locals_ = results[0]
+    assert np.unique(n_id).size == n_id.size and np.isin(n_id, seeds).sum() == 40
+    for hop, local in zip(hops, locals_):
+        np.testing.assert_array_equal(n_id[local], hop)      # every edge points at its node
+    for other_n_id, other_locals in results[1:]:
+        np.testing.assert_array_equal(other_n_id, n_id)
+        for a, b in zip(other_locals, locals_):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_generation_wraparound_clears_the_table():
