@@ -1,6 +1,6 @@
 """LLVM operations numba does not expose, for the sampler kernels: prefetch, fetch-add.
 
-`prefetch(array, i)` / `prefetch2d(array, i, j)`: the sampler's phases are chains of
+`prefetch(array, i)`: the sampler's phases are chains of
 dependent random reads (node -> CSR row -> neighbour -> hash slot -> feature row). The
 out-of-order core only overlaps the misses of a few loop iterations, so the hot loops
 ask for the line they will need several iterations ahead. Compiles to `llvm.prefetch`
@@ -52,15 +52,6 @@ def prefetch(typingctx, array, index):
             and isinstance(index, types.Integer)):
         return None
     return types.void(array, index), _prefetch_codegen([index])
-
-
-@intrinsic
-def prefetch2d(typingctx, array, row, column):
-    """Hint that array[row, column] of a 2-D array will be read soon."""
-    if not (isinstance(array, types.Array) and array.ndim == 2
-            and isinstance(row, types.Integer) and isinstance(column, types.Integer)):
-        return None
-    return types.void(array, row, column), _prefetch_codegen([row, column])
 
 
 @intrinsic
