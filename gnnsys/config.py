@@ -75,6 +75,7 @@ class TrainConfig:
     patience: int = 0                    # stop after this many epochs without a better
                                          # validation metric (0 = run every epoch)
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
+    compile: bool = False                # torch.compile the model's parts (temporal mode)
     progress: bool = True                # per-epoch progress bars
 
 
@@ -189,9 +190,10 @@ def _choices(mode: str) -> list:
                "temporal.ownership": ownership.OWNERSHIPS,
                "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
                "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
-    trains = {"minibatch": {"model.arch": block_gnn.ARCHS},
-              "temporal": {"model.arch": temporal.ARCHS},
-              "fullgraph": {"model.arch": halo.ARCHS, "model.norm": fullgraph.NORMS}}
+    trains = {"minibatch": {"model.arch": block_gnn.ARCHS, "train.compile": (False,)},
+              "temporal": {"model.arch": temporal.ARCHS, "train.compile": (False, True)},
+              "fullgraph": {"model.arch": halo.ARCHS, "model.norm": fullgraph.NORMS,
+                            "train.compile": (False,)}}
     return ([(key, values, "; allowed") for key, values in allowed.items()]
             + [(key, values, f" but mode '{mode}' supports")
                for key, values in trains.get(mode, {}).items()])
