@@ -1,7 +1,7 @@
 """LLVM operations numba does not expose, for the sampler kernels: prefetch, fetch-add.
 
-`prefetch(array, i)`: the sampler's phases are chains of
-dependent random reads (node -> CSR row -> neighbour -> hash slot -> feature row). The
+`prefetch(array, i)`: the sampler's phases are chains of dependent random reads
+(node -> CSR row -> neighbour -> node map word). The
 out-of-order core only overlaps the misses of a few loop iterations, so the hot loops
 ask for the line they will need several iterations ahead. Compiles to `llvm.prefetch`
 (read, high locality, data cache): a hint that never faults, so an index past the end

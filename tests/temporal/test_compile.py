@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnsys.config import ConfigError
+from gnnsys.config import ConfigError, from_dict
 from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit
 
@@ -32,6 +32,5 @@ def test_compiled_temporal_model_trains_like_eager(tiny_config, tmp_path):
 
 @pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
 def test_compile_is_refused_where_the_mode_does_not_support_it(mode):
-    from gnnsys.config import from_dict
     with pytest.raises(ConfigError, match="train.compile"):
         from_dict({"mode": mode, "train": {"compile": True}})
