@@ -6,8 +6,12 @@
 import os
 
 # The trainer runs two thread pools at once (numba's sampler threads in the batch-prep
-# thread, torch's for the model); OpenMP threads that spin between loops steal the cores
-# the other pool needs. Must be set before torch/numba load OpenMP; a user's value wins.
+# thread, torch's for the model), and Ray workers or other jobs may share the cores;
+# OpenMP threads that spin between loops steal the cores the others need (two 2-thread
+# TGN runs on 2 cores: 2.3x slower each with GOMP_SPINCOUNT=10000 than with PASSIVE).
+# On a machine a run has to itself a short spin is faster (TGN 1.7x, BENCHMARKS.md):
+# GOMP_SPINCOUNT=10000 in the shell opts in. Must be set before torch/numba load OpenMP;
+# a user's value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .config import Config, ConfigError, load_config  # noqa: E402
