@@ -1,8 +1,8 @@
 """How long idle OpenMP threads spin before they sleep (GOMP_SPINCOUNT), measured: epoch
 time of `gnnsys train` runs, alone and two at once on the same cores.
 
-    python scripts/bench_omp_wait.py --configs configs/tgn-wikipedia.yaml \
-        configs/dist-synthetic-small.yaml --spins 0 3000 10000 --epochs 2
+    python scripts/bench_omp_wait.py          # TGN on wikipedia and synthetic-small, spins
+                                              # 0 / 3000 / 10000, 2 epochs (BENCHMARKS.md)
 
 Between parallel regions libgomp's threads spin GOMP_SPINCOUNT times, then sleep on a
 futex. 0 is OMP_WAIT_POLICY=PASSIVE (every region pays a wake-up); 300000 is libgomp's
@@ -25,12 +25,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from gnnsys.runlog import read_metrics
+from bench_distributed import summarise   # scripts/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_NUMBER = itertools.count()   # concurrent runs start before either creates its run dir
-DEFAULT_CONFIGS = ["configs/tgn-wikipedia.yaml", "configs/dist-synthetic-small.yaml",
-                   "configs/tolokers-sage.yaml"]
+DEFAULT_CONFIGS = ["configs/tgn-wikipedia.yaml", "configs/dist-synthetic-small.yaml"]
 
 
 def start(config: str, spins: int, args, out: Path) -> tuple[subprocess.Popen, Path]:
@@ -48,15 +47,14 @@ def epoch_s(proc: subprocess.Popen, run_dir: Path) -> float:
     _, err = proc.communicate()
     if proc.returncode:
         raise SystemExit(f"a run failed ({run_dir}):\n{err[-2000:]}")
-    times = [r["epoch_s"] for r in read_metrics(run_dir) if "loss" in r][1:]
-    return statistics.mean(times)
+    return summarise(run_dir)["epoch_s"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
     parser.add_argument("--spins", type=int, nargs="+", default=[0, 3000, 10000])
-    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--set", action="append", default=[], help="extra config override")
@@ -85,7 +83,7 @@ def main() -> None:
           f"epoch s each | two at once: throughput vs one alone at spin {base_spins} |")
     print("|---|---:|---:|---:|---:|---:|")
     for config in args.configs:
-        base = statistics.mean(alone[config, args.spins[0]])
+        base = statistics.mean(alone[config, base_spins])
         for spins in args.spins:
             a, p = statistics.mean(alone[config, spins]), statistics.mean(pair[config, spins])
             print(f"| {Path(config).stem} | {spins} | {a:.3f} | {base / a:.2f}x | {p:.3f} | "
