@@ -6,7 +6,11 @@ with its own fetch group, as gnnsys.distributed.local runs them), once with the 
 kept CSR and once densified, same seed. Prints per run the feature memory (1 worker: the
 graph's matrix; K workers: the feature stores' tables summed over workers), the remote
 feature bytes per epoch (rows received from peers, summed over workers, mean over epochs)
-and the test accuracy. Byte counts are deterministic; timings are not reported.
+and the test accuracy. Then the same for full-graph GCN with 2 workers (Ray actors,
+quantisation off): feature memory summed over workers, and the boundary-message bytes
+sent per epoch (every layer, forward and backward; a CSR first layer sends its projected
+rows, see gnnsys/fullgraph/model.py). Byte counts are deterministic; timings are not
+reported.
 
     python scripts/bench_sparse_features.py
     python scripts/bench_sparse_features.py --dataset twitch_en --epochs 2
@@ -51,6 +55,28 @@ def thread_workers(config, graph) -> dict:
                       fetch_comm=fetch.comm(comm.rank)), config, (path,)).run())[0]
 
 
+def fullgraph_settings(args, out: Path) -> dict:
+    return {"mode": "fullgraph",
+            "dataset": {"name": args.dataset, "normalize_features": "row"},
+            "model": {"arch": "gcn", "hidden": 64, "layers": 2, "dropout": 0.0},
+            "partition": {"method": "metis", "dir": str(out / "parts")},
+            "fullgraph": {"quantization": {"mode": "none"}},
+            "cluster": {"workers": 2},
+            "train": {"epochs": args.epochs, "seed": args.seed, "progress": False},
+            "run": {"dir": str(out / "run")}}
+
+
+def run_fullgraph(args, graph, out: Path) -> dict:
+    config = from_dict(fullgraph_settings(args, out))
+    result = fit(config, graph=graph)
+    records = read_metrics(config.run.dir)
+    setup = next(r for r in records if r.get("event") == "start")["setup"]
+    epochs = [r for r in records if "loss" in r and "epoch" in r]
+    return {"memory": sum(rank["feature_bytes"] for rank in setup),
+            "remote": statistics.mean(e["bytes_sent"] for e in epochs),
+            "test_acc": result["test_acc"], "loss": result["final_loss"]}
+
+
 def run(args, graph, workers: int, out: Path) -> dict:
     config = from_dict(settings(args, workers, out))
     result = fit(config, graph=graph) if workers == 1 else thread_workers(config, graph)
@@ -88,6 +114,13 @@ def main():
                 row = run(args, graph, workers, Path(tmp) / f"{name}-{workers}")
                 print(f"{workers:>7} {name:>9} {row['memory']:>14,} {row['remote']:>19,.0f} "
                       f"{row['test_acc']:>9.4f} {row['loss']:>11.5f}")
+        print(f"\nfull-graph GCN, 2 workers: feature memory, boundary-message bytes sent "
+              f"per epoch\n{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
+              f"{'test acc':>9} {'final loss':>11}")
+        for name, graph in (("sparse", sparse), ("dense", dense)):
+            row = run_fullgraph(args, graph, Path(tmp) / f"fullgraph-{name}")
+            print(f"{name:>9} {row['memory']:>14,} {row['remote']:>20,.0f} "
+                  f"{row['test_acc']:>9.4f} {row['loss']:>11.5f}")
 
 
 if __name__ == "__main__":

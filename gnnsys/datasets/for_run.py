@@ -37,10 +37,6 @@ def load_run_graph(config, graph=None):
         raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
                          f"{config.mode} training needs all three")
     check_finite(d.name, graph.x, "feature")
-    if config.mode != "minibatch" and is_sparse(graph.x):
-        graph = dataclasses.replace(graph, x=densified(
-            graph.x, f"mode {config.mode} trains on dense features (only minibatch keeps "
-            "them sparse)"))
     return normalize_features(graph, d.normalize_features)
 
 

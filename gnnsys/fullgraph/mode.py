@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from ..metrics import METRIC_KEY, evaluate
+from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
 from .halo import aggregation_weights, build_halo_plan
@@ -34,8 +35,11 @@ class LocalData:
 
     def __init__(self, graph, plan, device=None):
         device = torch.device(device or "cpu")
-        self.x = torch.from_numpy(np.ascontiguousarray(graph.x[plan.inner_gid],
-                                                       dtype=np.float32)).to(device)
+        rows = graph.x[plan.inner_gid]
+        # CSR features stay CSR: the model's first layer projects them (sparse x dense)
+        rows = as_csr(rows) if is_sparse(rows) else np.ascontiguousarray(rows, np.float32)
+        self.feature_bytes = feature_bytes(rows)
+        self.x = (csr_tensor(rows) if is_sparse(rows) else torch.from_numpy(rows)).to(device)
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)[plan.inner_gid]).to(device)
         labelled = np.asarray(graph.y) >= 0
         self.split = {}
@@ -75,10 +79,12 @@ class FullGraphMode:
         self.exchanger = HaloExchanger(self.plan, self.comm, self.timers, assignment=assignment,
                                        overlap=fg.overlap, seed=config.train.seed,
                                        device=ctx.device)
-        self.assigner, self.info = None, {"partition": self.plan.summary()}
+        self.assigner = None
+        self.info = {"partition": self.plan.summary(), "feature_bytes": self.data.feature_bytes}
         if quantizing and q.mode == "adaptive":
             key_dims = _message_widths(config.model.layers, graph.num_features,
-                                       config.model.hidden)
+                                       config.model.hidden, graph.num_classes,
+                                       is_sparse(graph.x))
             start = time.perf_counter()
             links = profile_links(self.comm, *_profile_range(self.exchanger, key_dims, q.bits),
                                   points=q.profile_points)
@@ -187,9 +193,16 @@ def build_plan(ctx, config, graph):
     return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, weights)
 
 
-def _message_widths(layers: int, in_dim: int, hidden: int) -> dict:
-    """Message key -> row width: layer l's input width; no backward for the input layer."""
-    widths = {forward_key(0): in_dim}
+def _message_widths(layers: int, in_dim: int, hidden: int, out_dim: int,
+                    sparse_input: bool) -> dict:
+    """Message key -> row width: layer l's input width; no backward for the input layer,
+    unless its input is sparse: then it sends its rows projected to its output width,
+    and their gradients come back (FullGraphGNN.forward)."""
+    if sparse_input:
+        first = hidden if layers > 1 else out_dim
+        widths = {forward_key(0): first, backward_key(0): first}
+    else:
+        widths = {forward_key(0): in_dim}
     for layer in range(1, layers):
         widths[forward_key(layer)] = hidden
         widths[backward_key(layer)] = hidden

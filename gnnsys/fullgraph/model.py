@@ -7,6 +7,11 @@ messages of layer l have that layer's input width:
     SAGE: out = (mean_{u in N(v)} H_u) W_neigh + H_v W_root + b
     hidden layers: ReLU(norm(out)) then dropout; the last layer gives logits.
 
+Sparse (CSR) input features are the exception: the first layer projects, then
+aggregates, (A X) W = A (X W), so X is only ever multiplied sparse x dense and the
+first layer's messages are its projected rows (output width, e.g. 64 instead of a
+bag-of-words width of thousands), whose gradients travel back like any later layer's.
+
 The model itself is an ordinary nn.Module; where the rows live is the business of
 `HaloAggregate`, so with one worker it is plain full-graph training.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from ..models.norm import NORM_LAYERS
 from .exchange import AggregationStep, HaloExchanger, halo_aggregate
@@ -41,8 +47,11 @@ class FullGraphGNN(nn.Module):
         h = x
         for layer in range(self.num_layers):
             step = AggregationStep(exchanger.plan, exchanger, layer, quantized)
-            aggregated = halo_aggregate(h, step)
-            out = self.neigh[layer](aggregated)
+            neigh = self.neigh[layer]
+            if h.layout == torch.strided:
+                out = neigh(halo_aggregate(h, step))
+            else:                   # sparse x dense first: see the module docstring
+                out = halo_aggregate(F.linear(h, neigh.weight), step) + neigh.bias
             if self.root is not None:
                 out = out + self.root[layer](h)
             if layer < self.num_layers - 1:

@@ -2,8 +2,10 @@
 
 One launch of 3 gloo workers runs every case (GCN and SAGE, overlap on and off), and
 the single-process reference runs the same model over a plainly written dense
-aggregation matrix. A second case checks that 8-bit quantised exchange stays close.
+aggregation matrix. A second case checks that 8-bit quantised exchange stays close. CSR
+features (kept sparse: the first layer projects, then aggregates) must give the same.
 """
+import dataclasses
 import sys
 
 import numpy as np
@@ -17,11 +19,14 @@ from gnnsys.fullgraph.exchange import BitAssignment, HaloExchanger
 from gnnsys.fullgraph.model import FullGraphGNN
 from gnnsys.fullgraph.timing import EpochTimers
 from gnnsys.fullgraph.mode import LocalData, build_plan
+from gnnsys.sparse_features import as_csr
 from gnnsys.testing import tiny_graph
 
-# (arch, overlap, quantisation bits (0 = off))
-CASES = [("gcn", False, 0), ("gcn", True, 0), ("sage", False, 0), ("sage", True, 0),
-         ("gcn", True, 8), ("gcn", False, 8)]
+# (arch, overlap, quantisation bits (0 = off), features: "dense" or "csr": kept sparse,
+# the first layer projecting before it aggregates)
+CASES = [("gcn", False, 0, "dense"), ("gcn", True, 0, "dense"), ("sage", False, 0, "dense"),
+         ("sage", True, 0, "dense"), ("gcn", True, 8, "dense"), ("gcn", False, 8, "dense"),
+         ("gcn", True, 0, "csr"), ("sage", False, 0, "csr"), ("gcn", True, 8, "csr")]
 
 
 def make_model(graph, arch):
@@ -45,7 +50,7 @@ def step(model, data, exchanger, comm):
 def probe(ctx, config, graph):
     plan = build_plan(ctx, config, graph)
     out = {"inner_gid": plan.inner_gid, "summary": plan.summary()}
-    for arch, overlap, bits in CASES:
+    for arch, overlap, bits, features in CASES:
         arch_plan = plan if arch == config.model.arch else None
         if arch_plan is None:
             from gnnsys.fullgraph.halo import build_halo_plan
@@ -57,8 +62,11 @@ def probe(ctx, config, graph):
         exchanger = HaloExchanger(arch_plan, ctx.comm, EpochTimers(), overlap=overlap,
                                   assignment=BitAssignment(bits) if bits else None)
         try:
-            out[(arch, overlap, bits)] = (arch_plan.inner_gid,) + step(
-                make_model(graph, arch), LocalData(graph, arch_plan), exchanger, ctx.comm)
+            data = LocalData(graph if features == "dense" else
+                             dataclasses.replace(graph, x=as_csr(graph.x)), arch_plan)
+            assert (data.x.layout == torch.strided) == (features == "dense")
+            out[(arch, overlap, bits, features)] = (arch_plan.inner_gid,) + step(
+                make_model(graph, arch), data, exchanger, ctx.comm)
         finally:
             exchanger.close()
     return out
@@ -115,7 +123,7 @@ def test_k_workers_equal_one_process(results, case):
 @pytest.mark.parametrize("case", [c for c in CASES if c[2] == 8])
 def test_eight_bit_exchange_stays_close(results, case):
     graph, ranks = results
-    ref_logits, ref_grads = dense_reference(graph, "gcn")
+    ref_logits, ref_grads = dense_reference(graph, case[0])
     for r in ranks:
         gids, logits, grads = r[case]
         error = np.abs(logits - ref_logits[gids]).max()

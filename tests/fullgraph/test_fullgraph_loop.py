@@ -2,14 +2,17 @@
 ranks as threads: with quantisation off, K workers train the model one process trains
 (same losses, same parameters after several epochs); with it on, every rank and every
 exchange draws its own quantisation noise."""
+import dataclasses
 import threading
 
+import numpy as np
 import pytest
 import torch
 
 from gnnsys.config import from_dict
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.fullgraph import quantize_fast
+from gnnsys.sparse_features import as_csr
 from gnnsys.testing import tiny_graph
 from gnnsys.training import TrainingLoop
 
@@ -20,7 +23,8 @@ def config(tmp_path, workers, rank, arch="gcn", quantization="none"):
     return from_dict({
         "mode": "fullgraph",
         "model": {"arch": arch, "hidden": 16, "layers": 2, "dropout": 0.0},
-        "fullgraph": {"quantization": {"mode": quantization, "uniform_bits": 2}},
+        "fullgraph": {"quantization": {"mode": quantization, "uniform_bits": 2,
+                                       "assign_every": 2}},
         "partition": {"dir": str(tmp_path / f"parts{workers}")},
         "cluster": {"workers": workers},
         "train": {"epochs": EPOCHS, "eval_every": EPOCHS, "lr": 0.05, "seed": 3,
@@ -28,13 +32,18 @@ def config(tmp_path, workers, rank, arch="gcn", quantization="none"):
         "run": {"dir": str(tmp_path / f"run{workers}-{rank}")}})
 
 
-def train(tmp_path, workers, **settings):
-    """Each rank's (model state, per-epoch losses) after EPOCHS epochs."""
+def train(tmp_path, workers, csr=None, **settings):
+    """Each rank's (model state, per-epoch losses) after EPOCHS epochs. `csr` True / False:
+    the graph with 70% of its feature entries zeroed, as CSR / dense; None: as it is."""
     graph = tiny_graph(num_nodes=240, num_features=8, seed=5)
+    if csr is not None:
+        x = graph.x * (np.random.default_rng(0).random(graph.x.shape) < 0.3)
+        graph = dataclasses.replace(graph, x=as_csr(x) if csr else x.astype(np.float32))
 
     def rank(ctx):
         loop = TrainingLoop(ctx, config(tmp_path, workers, ctx.rank, **settings), (graph,))
         loop.run()
+        assert loop.mode.data.x.layout == (torch.sparse_csr if csr else torch.strided)
         return ({k: v.clone() for k, v in loop.model.state_dict().items()},
                 [h["loss"] for h in loop.history])
     return ThreadGroup(workers).run_workers(rank)
@@ -67,3 +76,21 @@ def test_every_rank_and_exchange_draws_its_own_quantisation_noise(tmp_path, monk
     assert len(seeds) >= 3 * EPOCHS * 3
     assert len(set(seeds)) == len(seeds), "two exchanges quantised with the same noise"
     assert all(len(losses) == EPOCHS for _, losses in ranks)
+
+
+def test_csr_features_train_the_model_of_dense_features(tmp_path):
+    """Kept CSR (the first layer projects, then aggregates) trains what the same features
+    given dense train: same losses and parameters, 2 workers, quantisation off."""
+    [(single, single_losses)] = train(tmp_path / "dense", 1, csr=False)
+    for state, losses in train(tmp_path / "csr", 2, csr=True):
+        assert losses == pytest.approx(single_losses, rel=1e-5)
+        for name, value in single.items():
+            torch.testing.assert_close(state[name], value, rtol=1e-4, atol=1e-5, msg=name)
+    assert single_losses[-1] < single_losses[0] - 1e-3
+
+
+def test_csr_features_train_under_adaptive_quantisation(tmp_path):
+    """The CSR first layer's projected rows and their gradients are messages like any
+    other: the adaptive assigner profiles, traces and re-solves them (epoch 2)."""
+    for _, losses in train(tmp_path, 2, csr=True, quantization="adaptive"):
+        assert len(losses) == EPOCHS and np.isfinite(losses).all()
