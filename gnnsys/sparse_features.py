@@ -1,9 +1,10 @@
 """Sparse (CSR) node features: bag-of-words inputs kept as their nonzeros end to end.
 
 A feature matrix is either a dense float32 ndarray or a `scipy.sparse.csr_matrix`
-(float32 values, sorted column indices): the graph, the fused sampler, the feature store
-and the wire all keep a CSR matrix CSR. The model's first layer multiplies a torch sparse
-CSR batch by its dense weights (`torch.sparse` through F.linear); every later layer is dense.
+(float32 values, sorted column indices): the graph, the fused sampler, the feature store,
+the wire and full-graph workers all keep a CSR matrix CSR. The model's first layer
+multiplies a torch sparse CSR batch by its dense weights (`torch.sparse` through F.linear;
+full-graph mode projects before it aggregates); every later layer is dense.
 Here: the conversions between numpy/scipy and torch, and the row operations the store and
 the layer-wise inference need, each for both representations.
 """
