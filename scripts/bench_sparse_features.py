@@ -7,10 +7,10 @@ kept CSR and once densified, same seed. Prints per run the feature memory (1 wor
 graph's matrix; K workers: the feature stores' tables summed over workers), the remote
 feature bytes per epoch (rows received from peers, summed over workers, mean over epochs)
 and the test accuracy. Then the same for full-graph GCN with 2 workers (Ray actors,
-quantisation off): feature memory summed over workers, and the boundary-message bytes
-sent per epoch (every layer, forward and backward; a CSR first layer sends its projected
-rows, see gnnsys/fullgraph/model.py). Byte counts are deterministic; timings are not
-reported.
+quantisation off, `--fullgraph-epochs` full-graph steps): feature memory summed over
+workers, and the boundary-message bytes sent per epoch (every layer, forward and
+backward; a CSR first layer sends its projected rows, see gnnsys/fullgraph/model.py).
+Byte counts are deterministic; timings are not reported.
 
     python scripts/bench_sparse_features.py
     python scripts/bench_sparse_features.py --dataset twitch_en --epochs 2
@@ -62,7 +62,9 @@ def fullgraph_settings(args, out: Path) -> dict:
             "partition": {"method": "metis", "dir": str(out / "parts")},
             "fullgraph": {"quantization": {"mode": "none"}},
             "cluster": {"workers": 2},
-            "train": {"epochs": args.epochs, "seed": args.seed, "progress": False},
+            # one step per epoch: full-graph training needs many (configs/adaqp-cora.yaml)
+            "train": {"epochs": args.fullgraph_epochs, "lr": 0.01, "seed": args.seed,
+                      "eval_every": args.fullgraph_epochs, "progress": False},
             "run": {"dir": str(out / "run")}}
 
 
@@ -97,6 +99,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", default="blogcatalog")
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--fullgraph-epochs", type=int, default=50,
+                        help="epochs (= full-graph steps) of the full-graph runs")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     probe = from_dict(settings(args, 1, Path(tempfile.gettempdir())))
@@ -114,8 +118,8 @@ def main():
                 row = run(args, graph, workers, Path(tmp) / f"{name}-{workers}")
                 print(f"{workers:>7} {name:>9} {row['memory']:>14,} {row['remote']:>19,.0f} "
                       f"{row['test_acc']:>9.4f} {row['loss']:>11.5f}")
-        print(f"\nfull-graph GCN, 2 workers: feature memory, boundary-message bytes sent "
-              f"per epoch\n{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
+        print(f"\nfull-graph GCN, 2 workers, {args.fullgraph_epochs} epochs: feature memory, "
+              f"boundary-message bytes sent per epoch\n{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
               f"{'test acc':>9} {'final loss':>11}")
         for name, graph in (("sparse", sparse), ("dense", dense)):
             row = run_fullgraph(args, graph, Path(tmp) / f"fullgraph-{name}")
