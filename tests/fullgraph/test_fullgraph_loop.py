@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from gnnsys.config import from_dict
+from gnnsys.distributed.launcher import WorkerContext
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.fullgraph import quantize_fast
 from gnnsys.sparse_features import as_csr
@@ -32,21 +33,24 @@ def config(tmp_path, workers, rank, arch="gcn", quantization="none"):
         "run": {"dir": str(tmp_path / f"run{workers}-{rank}")}})
 
 
-def train(tmp_path, workers, csr=None, **settings):
-    """Each rank's (model state, per-epoch losses) after EPOCHS epochs. `csr` True / False:
-    the graph with 70% of its feature entries zeroed, as CSR / dense; None: as it is."""
+def train(tmp_path, workers, csr=None, device="cpu", **settings):
+    """Each rank's (model state on the CPU, per-epoch losses) after EPOCHS epochs, ranks
+    training on `device`. `csr` True / False: the graph with 70% of its feature entries
+    zeroed, as CSR / dense; None: as it is."""
     graph = tiny_graph(num_nodes=240, num_features=8, seed=5)
     if csr is not None:
         x = graph.x * (np.random.default_rng(0).random(graph.x.shape) < 0.3)
         graph = dataclasses.replace(graph, x=as_csr(x) if csr else x.astype(np.float32))
 
-    def rank(ctx):
+    def rank(comm):
+        ctx = WorkerContext(comm.rank, workers, torch.device(device), comm)
         loop = TrainingLoop(ctx, config(tmp_path, workers, ctx.rank, **settings), (graph,))
         loop.run()
         assert loop.mode.data.x.layout == (torch.sparse_csr if csr else torch.strided)
-        return ({k: v.clone() for k, v in loop.model.state_dict().items()},
+        assert loop.mode.data.x.device.type == device
+        return ({k: v.detach().cpu().clone() for k, v in loop.model.state_dict().items()},
                 [h["loss"] for h in loop.history])
-    return ThreadGroup(workers).run_workers(rank)
+    return ThreadGroup(workers).run(rank)
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage"])
@@ -94,3 +98,17 @@ def test_csr_features_train_under_adaptive_quantisation(tmp_path):
     other: the adaptive assigner profiles, traces and re-solves them (epoch 2)."""
     for _, losses in train(tmp_path, 2, csr=True, quantization="adaptive"):
         assert len(losses) == EPOCHS and np.isfinite(losses).all()
+
+
+@pytest.mark.gpu
+def test_csr_features_on_the_gpu_train_what_the_cpu_trains(tmp_path):
+    """The CSR first layer (torch sparse CSR x dense on CUDA) and the projected exchange
+    on the GPU train the CPU run's model (scripts/gpu_check.py runs this on hardware)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU with CUDA torch")
+    want = train(tmp_path / "cpu", 2, csr=True)
+    got = train(tmp_path / "cuda", 2, csr=True, device="cuda")
+    for (state, losses), (want_state, want_losses) in zip(got, want):
+        assert losses == pytest.approx(want_losses, rel=1e-4)
+        for name, value in want_state.items():
+            torch.testing.assert_close(state[name], value, rtol=1e-3, atol=1e-4, msg=name)
