@@ -16,7 +16,8 @@ import torch
 from gnnsys.config import from_dict
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.runlog import read_metrics
-from gnnsys.training import FAIL_EXIT_CODE, PLUGINS, TrainingLoop, combine_ranks
+from gnnsys.training import (FAIL_EXIT_CODE, PLUGINS, TrainingLoop, combine_ranks,
+                             split_process_cpu)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -157,6 +158,17 @@ def test_rank_counters_combine_by_kind():
               "sampler": "cpu"}]
     assert combine_ranks(ranks) == {"remote_rows": 7, "fetch_s": 0.5,
                                      "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
+
+
+def test_ranks_sharing_a_process_split_its_cpu_time():
+    # ranks 0 and 1 are threads of one process (each measured all of it), rank 2 its own
+    ranks = [{"cpu_cores": 1.8, "process": ("a", 7), "x": 1},
+             {"cpu_cores": 1.8, "process": ("a", 7), "x": 2},
+             {"cpu_cores": 0.9, "process": ("b", 7), "x": 3}]
+    split = split_process_cpu(ranks)
+    assert [r["cpu_cores"] for r in split] == [0.9, 0.9, 0.9]
+    assert all("process" not in r for r in split) and [r["x"] for r in split] == [1, 2, 3]
+    assert combine_ranks(split)["cpu_cores"] == pytest.approx(2.7)
 
 
 def test_patience_stops_when_validation_stops_improving(tmp_path):
