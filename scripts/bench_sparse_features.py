@@ -69,12 +69,17 @@ def fullgraph_settings(args, out: Path) -> dict:
             "run": {"dir": str(out / "run")}}
 
 
+def setup_and_epochs(run_dir) -> tuple[list, list]:
+    """A run's per-rank set-up records (its start event) and its epoch records."""
+    records = read_metrics(run_dir)
+    setup = next(r for r in records if r.get("event") == "start")["setup"]
+    return setup, [r for r in records if "loss" in r and "epoch" in r]
+
+
 def run_fullgraph(args, graph, out: Path) -> dict:
     config = from_dict(fullgraph_settings(args, out))
     result = fit(config, graph=graph)
-    records = read_metrics(config.run.dir)
-    setup = next(r for r in records if r.get("event") == "start")["setup"]
-    epochs = [r for r in records if "loss" in r and "epoch" in r]
+    setup, epochs = setup_and_epochs(config.run.dir)
     return {"memory": sum(rank["feature_bytes"] for rank in setup),
             "remote": statistics.mean(e["bytes_sent"] for e in epochs),
             "epoch_s": statistics.median(e["epoch_s"] for e in epochs[1:]),
@@ -84,12 +89,10 @@ def run_fullgraph(args, graph, out: Path) -> dict:
 def run(args, graph, workers: int, out: Path) -> dict:
     config = from_dict(settings(args, workers, out))
     result = fit(config, graph=graph) if workers == 1 else thread_workers(config, graph)
-    records = read_metrics(config.run.dir)
-    epochs = [r for r in records if "loss" in r and "epoch" in r]
+    setup, epochs = setup_and_epochs(config.run.dir)
     if workers == 1:
         memory, remote = feature_bytes(graph.x), 0
     else:
-        setup = next(r for r in records if r.get("event") == "start")["setup"]
         memory = sum(rank["table_bytes"] for rank in setup)
         remote = statistics.mean(sum(w["remote_feature_bytes"] for w in e["workers"])
                                  for e in epochs)
@@ -121,7 +124,8 @@ def main():
                 print(f"{workers:>7} {name:>9} {row['memory']:>14,} {row['remote']:>19,.0f} "
                       f"{row['test_acc']:>9.4f} {row['loss']:>11.5f}")
         print(f"\nfull-graph GCN, 2 workers, {args.fullgraph_epochs} epochs: feature memory, "
-              f"boundary-message bytes sent per epoch\n{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
+              f"boundary-message bytes sent per epoch")
+        print(f"{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
               f"{'epoch s':>8} {'test acc':>9} {'final loss':>11}")
         for name, graph in (("sparse", sparse), ("dense", dense)):
             row = run_fullgraph(args, graph, Path(tmp) / f"fullgraph-{name}")

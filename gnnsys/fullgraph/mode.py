@@ -35,11 +35,14 @@ class LocalData:
 
     def __init__(self, graph, plan, device=None):
         device = torch.device(device or "cpu")
-        rows = graph.x[plan.inner_gid]
-        # CSR features stay CSR: the model's first layer projects them (sparse x dense)
-        rows = as_csr(rows) if is_sparse(rows) else np.ascontiguousarray(rows, np.float32)
+        if is_sparse(graph.x):    # stays CSR: the first layer projects it (sparse x dense)
+            rows = as_csr(graph.x[plan.inner_gid])
+            x = csr_tensor(rows)
+        else:
+            rows = np.ascontiguousarray(graph.x[plan.inner_gid], np.float32)
+            x = torch.from_numpy(rows)
         self.feature_bytes = feature_bytes(rows)
-        self.x = (csr_tensor(rows) if is_sparse(rows) else torch.from_numpy(rows)).to(device)
+        self.x = x.to(device)
         self.y = torch.from_numpy(np.asarray(graph.y, dtype=np.int64)[plan.inner_gid]).to(device)
         labelled = np.asarray(graph.y) >= 0
         self.split = {}
