@@ -32,6 +32,7 @@ class DatasetConfig:
     split: int = 0                       # which standard split, for multi-split datasets
     params: dict = field(default_factory=dict)   # overrides for synthetic generators
     normalize_features: str = "none"     # none | row (rows sum to 1, as PyG's NormalizeFeatures) | standard
+    feature_dtype: str = "float32"       # float32 | float16 (minibatch: SALIENT++'s storage, half the bytes)
 
     def __post_init__(self):
         # A path's dataset is named after its file; a saved config repeats that name.
@@ -184,16 +185,20 @@ def _choices(mode: str) -> list:
     allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
                "train.device": fused_gpu.DEVICES,     # one vocabulary for both
                "dataset.normalize_features": for_run.NORMALIZATIONS,
+               "dataset.feature_dtype": for_run.FEATURE_DTYPES,
                "cluster.backend": comm.BACKENDS, "partition.method": build.METHODS,
                "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
                "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
                "temporal.ownership": ownership.OWNERSHIPS,
                "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
                "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
+    # float16 features are a feature-store format: full-graph mode computes on float32
+    # rows it holds once, and temporal mode's node features are not stored that way
     trains = {"minibatch": {"model.arch": block_gnn.ARCHS, "train.compile": (False,)},
-              "temporal": {"model.arch": temporal.ARCHS, "train.compile": (False, True)},
+              "temporal": {"model.arch": temporal.ARCHS, "train.compile": (False, True),
+                           "dataset.feature_dtype": ("float32",)},
               "fullgraph": {"model.arch": halo.ARCHS, "model.norm": fullgraph.NORMS,
-                            "train.compile": (False,)}}
+                            "train.compile": (False,), "dataset.feature_dtype": ("float32",)}}
     return ([(key, values, "; allowed") for key, values in allowed.items()]
             + [(key, values, f" but mode '{mode}' supports")
                for key, values in trains.get(mode, {}).items()])

@@ -19,7 +19,7 @@ from partition.build import build_partitions
 from partition.format import PartitionError, PartitionSet, graph_fingerprint
 
 # What the vertex -> part assignment depends on; the VIP row order inside each part also
-# depends on the sampler, the stored features on their normalisation.
+# depends on the sampler, the stored features on their normalisation and dtype.
 ASSIGNMENT_SETTINGS = ("dataset.name", "dataset.split", "dataset.files", "dataset.params",
                        "partition.method", "partition.num_parts", "partition.seed")
 FIX = "`gnnsys partition --config <run.yaml> --force`"
@@ -50,6 +50,7 @@ def partition_settings(config) -> dict:
             "dataset.files": dataset_files(d.name, d.root, d.path),
             "dataset.params": dict(d.params or {}), "partition.seed": p.seed,
             "dataset.normalize_features": d.normalize_features,
+            "dataset.feature_dtype": d.feature_dtype,
             "partition.method": p.method, "partition.num_parts": num_parts(config),
             "sampler.fanouts": list(s.fanouts), "sampler.batch_size": s.batch_size}
 

@@ -69,6 +69,7 @@ OWNERS = {
     "sampler.device": ("samplers.fused_gpu", "DEVICES"),
     "train.device": ("samplers.fused_gpu", "DEVICES"),
     "dataset.normalize_features": ("gnnsys.datasets.for_run", "NORMALIZATIONS"),
+    "dataset.feature_dtype": ("gnnsys.datasets.for_run", "FEATURE_DTYPES"),
     "model.norm": ("gnnsys.models.norm", "NORMS"),
     "cluster.backend": ("gnnsys.distributed.comm", "BACKENDS"),
     "partition.method": ("partition.build", "METHODS"),

@@ -50,6 +50,7 @@ def test_partitions_are_built_once_then_reused(tmp_path):
     ("partition.num_parts=3", "2", "3"),
     ("partition.seed=1", "0", "1"),
     ("dataset.normalize_features=row", "'none'", "'row'"),
+    ("dataset.feature_dtype=float16", "'float32'", "'float16'"),
 ])
 def test_a_changed_setting_is_named_never_silently_reused(tmp_path, override, stored, wanted):
     path = tmp_path / "shared-parts"

@@ -2,7 +2,8 @@
 
 It loads `dataset.name` through the registry, checks that the graph fits the mode (a
 static graph with features, labels and a training split for minibatch and full-graph; an
-event stream for temporal) and applies `dataset.normalize_features` to static graphs.
+event stream for temporal) and applies `dataset.normalize_features`, then
+`dataset.feature_dtype`, to static graphs.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..sparse_features import as_csr, densified, is_sparse
 from .registry import load_dataset
 
 NORMALIZATIONS = ("none", "row", "standard")
+FEATURE_DTYPES = ("float32", "float16")
 
 
 def load_run_graph(config, graph=None):
@@ -37,7 +39,7 @@ def load_run_graph(config, graph=None):
         raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
                          f"{config.mode} training needs all three")
     check_finite(d.name, graph.x, "feature")
-    return normalize_features(graph, d.normalize_features)
+    return with_feature_dtype(normalize_features(graph, d.normalize_features), d.feature_dtype)
 
 
 def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
@@ -84,3 +86,31 @@ def normalize_features(graph, how: str):
         train = x[graph.train_idx]
         x = (x - train.mean(0)) / np.maximum(train.std(0), 1e-6)
     return dataclasses.replace(graph, x=x)
+
+
+def with_feature_dtype(graph, dtype: str):
+    """Dense features stored as `dtype`. float16 is how SALIENT++ stores them: half the
+    memory, half the bytes each batch gathers and each remote row takes on the wire; the
+    model computes in float32 (its first layer converts the gathered rows). CSR features
+    are stored as their float32 nonzeros whatever this says (bag-of-words values are small
+    counts or row-normalised fractions; the indices dominate their size)."""
+    if is_sparse(graph.x):
+        if dtype != "float32":
+            raise ValueError(f"dataset.feature_dtype={dtype} is for dense features, but "
+                             f"'{graph.name}' has sparse (CSR) features, already stored as "
+                             "their nonzeros; leave dataset.feature_dtype at float32")
+        return graph
+    if graph.x.dtype == np.dtype(dtype):
+        return graph                    # as stored: a memory-mapped file stays mapped
+    if dtype == "float16":
+        largest = _largest_magnitude(graph.x)
+        if largest > float(np.finfo(np.float16).max):
+            raise ValueError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
+                             f"features: |x| reaches {largest:.3g}, above float16's 65504; "
+                             "normalise them (dataset.normalize_features) or use float32")
+    return dataclasses.replace(graph, x=np.asarray(graph.x).astype(dtype))
+
+
+def _largest_magnitude(rows, chunk: int = 1 << 16) -> float:
+    return max((float(np.abs(np.asarray(rows[start:start + chunk])).max(initial=0.0))
+                for start in range(0, len(rows), chunk)), default=0.0)

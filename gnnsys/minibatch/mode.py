@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from ..metrics import METRIC_KEY, evaluate
 from ..models import build_model
 from ..runlog import progress
+from ..sparse_features import feature_bytes
 from .inference import HaloGraph, halo_inference
 from .loader import NodeLoader, fused_sampler, store_sampler
 
@@ -139,7 +140,8 @@ class GraphData(PartedData):
         return {}
 
     def describe(self) -> dict:
-        return {**_sampler_info(self.sampler), "nodes": self.graph.num_nodes}
+        return {**_sampler_info(self.sampler), "nodes": self.graph.num_nodes,
+                "feature_bytes": feature_bytes(self.graph.x)}
 
 
 class PartData(PartedData):

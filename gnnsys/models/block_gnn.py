@@ -80,6 +80,8 @@ class BlockGNN(nn.Module):
     def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
                n_id: torch.Tensor | None = None):
         conv = self.convs[i]
+        if x.dtype == torch.float16:      # features stored as float16 (dataset.feature_dtype)
+            x = x.float()
         if self.arch == "gcn":
             edge_index, weight = self._gcn_weights(edge_index, num_dst, n_id)
             out = conv(x, edge_index, weight)[:num_dst]

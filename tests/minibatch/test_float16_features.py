@@ -1,0 +1,86 @@
+"""Features stored as float16 (`dataset.feature_dtype: float16`, SALIENT++'s storage):
+half the bytes in memory, in the partitions and on the wire, and, for features that
+float16 holds exactly, the very same training as float32."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from gnnsys.config import ConfigError, from_dict
+from gnnsys.datasets import load_run_graph
+from gnnsys.partitions import ensure_partitions
+from gnnsys.runlog import read_metrics
+from gnnsys.sparse_features import as_csr
+from gnnsys.testing import tiny_graph
+from gnnsys.training import fit
+from tests.minibatch.test_sparse_features import epochs, thread_workers
+
+
+def exact_graph():
+    """Features on a 1/64 grid in [-4, 4]: float16 holds every one exactly."""
+    graph = tiny_graph(num_nodes=240, num_features=32)
+    return dataclasses.replace(graph, x=np.round(graph.x * 64).clip(-256, 256) / 64)
+
+
+def settings(tmp_path, workers, dtype, mode="minibatch"):
+    return from_dict({
+        "mode": mode,
+        "dataset": {"feature_dtype": dtype},
+        "model": {"arch": "tgn" if mode == "temporal" else "sage", "hidden": 16, "layers": 2,
+                  "dropout": 0.0},
+        "sampler": {"fanouts": [5, 5], "batch_size": 32, "threads": 1, "prefetch": 1},
+        "cache": {"replication": 0.1},
+        "cluster": {"workers": workers},
+        "partition": {"dir": str(tmp_path / f"parts-{dtype}")},
+        "train": {"epochs": 2, "seed": 3, "progress": False},
+        "run": {"dir": str(tmp_path / f"run-{dtype}")}})
+
+
+def test_the_run_graph_holds_float16_rows(tmp_path):
+    graph = exact_graph()
+    half = load_run_graph(settings(tmp_path, 1, "float16"), graph)
+    assert half.x.dtype == np.float16 and half.x.nbytes * 2 == graph.x.nbytes
+    assert np.array_equal(half.x.astype(np.float32), graph.x)
+    assert load_run_graph(settings(tmp_path, 1, "float32"), graph).x is graph.x   # no copy
+
+
+def test_one_worker_float16_run_equals_float32_run(tmp_path):
+    graph = exact_graph()
+    runs = {dtype: fit(settings(tmp_path, 1, dtype),
+                       graph=load_run_graph(settings(tmp_path, 1, dtype), graph))
+            for dtype in ("float16", "float32")}
+    for key in ("final_loss", "val_acc", "test_acc"):
+        assert runs["float16"][key] == runs["float32"][key], key
+    start = {dtype: [r for r in read_metrics(tmp_path / f"run-{dtype}")
+                     if r.get("event") == "start"][0]["setup"][0] for dtype in runs}
+    assert start["float16"]["feature_bytes"] * 2 == start["float32"]["feature_bytes"]
+
+
+def test_two_workers_store_and_send_half_the_bytes(tmp_path):
+    graph = exact_graph()
+    results = {}
+    for dtype in ("float16", "float32"):
+        config = settings(tmp_path, 2, dtype)
+        parts = ensure_partitions(config, load_run_graph(config, graph), progress=False)
+        assert parts.features(0).dtype == np.dtype(dtype)
+        results[dtype] = thread_workers(config, None)[0]
+    for key in ("final_loss", "val_acc", "test_acc"):
+        assert results["float16"][key] == results["float32"][key], key
+    half, full = (epochs(tmp_path / f"run-{dtype}")[0] for dtype in ("float16", "float32"))
+    for h, f in zip(half["workers"], full["workers"]):
+        assert h["remote_rows"] == f["remote_rows"] > 0
+        assert 2 * h["remote_feature_bytes"] == f["remote_feature_bytes"]
+
+
+def test_float16_refuses_what_it_cannot_hold(tmp_path):
+    graph = exact_graph()
+    sparse = dataclasses.replace(graph, x=as_csr(graph.x))
+    with pytest.raises(ValueError, match="sparse .CSR. features.*leave dataset.feature_dtype"):
+        load_run_graph(settings(tmp_path, 1, "float16"), sparse)
+    huge = dataclasses.replace(graph, x=graph.x * 1e5)
+    with pytest.raises(ValueError, match="above float16's 65504; normalise them"):
+        load_run_graph(settings(tmp_path, 1, "float16"), huge)
+    for mode in ("fullgraph", "temporal"):
+        with pytest.raises(ConfigError, match=f"'dataset.feature_dtype' is 'float16' but "
+                                              f"mode '{mode}' supports: float32"):
+            settings(tmp_path, 1, "float16", mode)
