@@ -31,6 +31,7 @@ import time
 import numpy as np
 import torch
 
+from .allocator import keep_freed_memory
 from .config import ConfigError
 from .distributed import launch
 from .runlog import RunDir, progress
@@ -74,6 +75,7 @@ def run_worker(ctx, config, *prepared) -> dict:
 class TrainingLoop:
     def __init__(self, ctx, config, prepared=()):
         self.ctx, self.config = ctx, config
+        self.malloc = keep_freed_memory()      # before the run's first large allocations
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
         self.run_dir.lock(wait_s=0 if ctx.attempt == 0 else 60)   # a killed rank 0 lets go
@@ -118,7 +120,8 @@ class TrainingLoop:
             setup = self.comm.all_gather_object(self.mode.describe())
             if self.epoch < 0:
                 self.run_dir.log({"event": "start", "mode": self.config.mode,
-                                  "workers": self.ctx.world_size, "setup": setup})
+                                  "workers": self.ctx.world_size, "malloc": self.malloc,
+                                  "setup": setup})
             self._reset_traffic()
             # one step per epoch (full-graph): one bar over the epochs instead of a bar each
             epochs = progress(range(self.epoch + 1, self.config.train.epochs), unit="epoch",

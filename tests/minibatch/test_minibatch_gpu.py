@@ -38,9 +38,10 @@ def test_device_batches_wrap_the_kernels_buffers():
         np.testing.assert_array_equal(got.edge_index.cpu().numpy(), want.edge_index.numpy())
 
 
-def test_minibatch_trains_on_the_gpu(tmp_path):
+@pytest.mark.parametrize("feature_dtype", ["float32", "float16"])
+def test_minibatch_trains_on_the_gpu(tmp_path, feature_dtype):
     cfg = gnnsys.config.from_dict({
-        "dataset": {"name": "synthetic-tiny"},
+        "dataset": {"name": "synthetic-tiny", "feature_dtype": feature_dtype},
         "model": {"arch": "sage", "hidden": 32, "layers": 2},
         "sampler": {"fanouts": [5, 5], "batch_size": 64, "device": "cuda"},
         "train": {"epochs": 3, "lr": 0.01, "progress": False, "device": "cuda"},

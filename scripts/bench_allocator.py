@@ -1,0 +1,92 @@
+"""Freed memory kept for reuse (gnnsys's default) against glibc's defaults, measured: epoch
+time, page faults, kernel time and peak memory of `gnnsys train` runs.
+
+    python scripts/bench_allocator.py     # minibatch, temporal and full-graph configs
+    python scripts/bench_allocator.py --configs configs/dist-synthetic-products.yaml \\
+        --epochs 2 --set train.eval_every=100
+
+Each config runs once per policy per round, the policies interleaved (keep, system, keep,
+...), one worker, in a fresh process: `GNNSYS_MALLOC=keep` is what gnnsys does
+(gnnsys/allocator.py: no mmap, no heap trimming, so a step reuses the memory the last
+one freed), `GNNSYS_MALLOC=system` leaves glibc's defaults (blocks over 32 MB are
+mmapped and unmapped again, so every step page-faults them anew). Per run: the epoch
+time of the training loop (mean of the epochs after the first), and for the whole
+process (set-up and evaluation included) its minor page faults, kernel CPU seconds and
+peak resident memory, from the kernel's accounting of the finished child (wait4).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_distributed import summarise   # scripts/ is on sys.path
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = ("keep", "system")
+DEFAULT_CONFIGS = ["configs/quickstart.yaml", "configs/tgn-wikipedia.yaml",
+                   "configs/adaqp-cora.yaml"]
+
+
+def run(config: str, policy: str, args, run_dir: Path) -> dict:
+    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(ROOT / config)]
+    for item in [f"train.epochs={args.epochs}", f"sampler.threads={args.threads}",
+                 "cluster.workers=1", "train.progress=false", f"run.dir={run_dir}", *args.set]:
+        cmd += ["--set", item]
+    env = {**os.environ, "GNNSYS_MALLOC": policy, "OMP_WAIT_POLICY": "PASSIVE"}
+    with tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            raise SystemExit(f"a run failed ({config}, {policy}):\n{err.read()[-2000:]}")
+    summary = summarise(run_dir)
+    return {"epoch_s": summary["epoch_s"], "test": summary["test"],
+            "faults": usage.ru_minflt, "sys_s": usage.ru_stime,
+            "peak_mb": usage.ru_maxrss / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], help="extra config override")
+    args = parser.parse_args()
+    if args.epochs < 2:
+        raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")
+    load_start = os.getloadavg()
+    results = {(c, p): [] for c in args.configs for p in POLICIES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_ in range(args.rounds):
+            for config in args.configs:
+                for policy in POLICIES:
+                    row = run(config, policy, args, Path(tmp) / f"{round_}-{policy}-"
+                                                               f"{Path(config).stem}")
+                    results[config, policy].append(row)
+                    print(f"{config} {policy}: {row}", flush=True)
+    load_end = os.getloadavg()
+    print(f"\n{args.threads} threads, 1 worker, {args.epochs} epochs (epoch s: mean of epochs "
+          f"2..), {args.rounds} round(s), means over rounds; load {load_start[0]:.2f} -> "
+          f"{load_end[0]:.2f}\n")
+    print("| config | malloc | epoch s | vs system | minor page faults | kernel CPU s | "
+          "peak RSS MB | test |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for config in args.configs:
+        mean = {p: {k: statistics.mean(r[k] for r in results[config, p])
+                    for k in results[config, p][0]} for p in POLICIES}
+        for policy in POLICIES:
+            m = mean[policy]
+            print(f"| {Path(config).stem} | {policy} | {m['epoch_s']:.3f} | "
+                  f"{mean['system']['epoch_s'] / m['epoch_s']:.2f}x | {m['faults']:,.0f} | "
+                  f"{m['sys_s']:.1f} | {m['peak_mb']:,.0f} | {m['test']:.4f} |")
+
+
+if __name__ == "__main__":
+    main()
