@@ -1,9 +1,9 @@
 """Freed memory kept for reuse (gnnsys's default) against glibc's defaults, measured: epoch
 time, page faults, kernel time and peak memory of `gnnsys train` runs.
 
-    python scripts/bench_allocator.py     # minibatch, temporal and full-graph configs
+    python scripts/bench_allocator.py --epochs 3   # minibatch, temporal and full-graph configs
     python scripts/bench_allocator.py --configs configs/dist-synthetic-products.yaml \\
-        --epochs 2 --set train.eval_every=100
+        --epochs 2
 
 Each config runs once per policy per round, the policies interleaved (keep, system, keep,
 ...), one worker, in a fresh process: `GNNSYS_MALLOC=keep` is what gnnsys does
@@ -20,26 +20,22 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
 from bench_distributed import summarise   # scripts/ is on sys.path
+from bench_omp_wait import add_train_arguments, train_command
 
-ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("keep", "system")
 DEFAULT_CONFIGS = ["configs/quickstart.yaml", "configs/tgn-wikipedia.yaml",
                    "configs/adaqp-cora.yaml"]
 
 
 def run(config: str, policy: str, args, run_dir: Path) -> dict:
-    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(ROOT / config)]
-    for item in [f"train.epochs={args.epochs}", f"sampler.threads={args.threads}",
-                 "cluster.workers=1", "train.progress=false", f"run.dir={run_dir}", *args.set]:
-        cmd += ["--set", item]
     env = {**os.environ, "GNNSYS_MALLOC": policy, "OMP_WAIT_POLICY": "PASSIVE"}
     with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(train_command(config, args, run_dir), stdout=subprocess.DEVNULL,
+                                stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode:
@@ -53,11 +49,7 @@ def run(config: str, policy: str, args, run_dir: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--set", action="append", default=[], help="extra config override")
+    add_train_arguments(parser, DEFAULT_CONFIGS)
     args = parser.parse_args()
     if args.epochs < 2:
         raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")

@@ -25,25 +25,13 @@ import statistics
 import tempfile
 from pathlib import Path
 
-import torch
-
+from bench_sparse_features import thread_workers   # scripts/ is on sys.path
 from gnnsys.config import load_config
 from gnnsys.datasets import load_run_graph
-from gnnsys.distributed.launcher import WorkerContext
-from gnnsys.distributed.local import ThreadGroup
-from gnnsys.partitions import ensure_partitions
 from gnnsys.runlog import read_metrics
-from gnnsys.training import TrainingLoop, fit
+from gnnsys.training import fit
 
 DTYPES = ("float32", "float16")
-
-
-def thread_workers(config, graph) -> dict:
-    path = str(ensure_partitions(config, graph, force=True, progress=False).path)
-    fetch = ThreadGroup(config.cluster.workers)
-    return ThreadGroup(config.cluster.workers).run(lambda comm: TrainingLoop(
-        WorkerContext(comm.rank, comm.world_size, torch.device("cpu"), comm,
-                      fetch_comm=fetch.comm(comm.rank)), config, (path,)).run())[0]
 
 
 def run(args, graph32, dtype: str, workers: int, out: Path) -> dict:

@@ -32,15 +32,30 @@ RUN_NUMBER = itertools.count()   # concurrent runs start before either creates i
 DEFAULT_CONFIGS = ["configs/tgn-wikipedia.yaml", "configs/dist-synthetic-small.yaml"]
 
 
-def start(config: str, spins: int, args, out: Path) -> tuple[subprocess.Popen, Path]:
-    run_dir = out / f"{Path(config).stem}-spin{spins}-{next(RUN_NUMBER)}"
+def train_command(config: str, args, run_dir: Path) -> list[str]:
+    """`gnnsys train` of `config` with one worker, --epochs and --threads, into run_dir."""
     cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(ROOT / config)]
     for item in [f"train.epochs={args.epochs}", f"sampler.threads={args.threads}",
                  "cluster.workers=1", "train.progress=false", f"run.dir={run_dir}", *args.set]:
         cmd += ["--set", item]
+    return cmd
+
+
+def add_train_arguments(parser, configs: list[str]) -> None:
+    """The options of a benchmark of whole `gnnsys train` runs (`train_command`)."""
+    parser.add_argument("--configs", nargs="+", default=configs)
+    parser.add_argument("--epochs", type=int, default=2,
+                        help="epochs per run (>= 2: the first, warm-up, is not counted)")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--set", action="append", default=[], help="extra config override")
+
+
+def start(config: str, spins: int, args, out: Path) -> tuple[subprocess.Popen, Path]:
+    run_dir = out / f"{Path(config).stem}-spin{spins}-{next(RUN_NUMBER)}"
     env = {**os.environ, "OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": str(spins)}
-    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            env=env, text=True), run_dir
+    return subprocess.Popen(train_command(config, args, run_dir), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, env=env, text=True), run_dir
 
 
 def epoch_s(proc: subprocess.Popen, run_dir: Path) -> float:
@@ -52,12 +67,8 @@ def epoch_s(proc: subprocess.Popen, run_dir: Path) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--configs", nargs="+", default=DEFAULT_CONFIGS)
+    add_train_arguments(parser, DEFAULT_CONFIGS)
     parser.add_argument("--spins", type=int, nargs="+", default=[0, 3000, 10000])
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=1)
-    parser.add_argument("--set", action="append", default=[], help="extra config override")
     args = parser.parse_args()
     if args.epochs < 2:
         raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")
