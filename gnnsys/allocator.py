@@ -22,6 +22,8 @@ import ctypes
 import logging
 import os
 
+from .config import ConfigError
+
 log = logging.getLogger(__name__)
 
 # mallopt parameters (glibc's malloc.h)
@@ -43,14 +45,19 @@ def keep_freed_memory() -> str:
     return _applied
 
 
-def _apply() -> str:
-    choice = os.environ.get("GNNSYS_MALLOC", "keep")
-    if choice not in CHOICES:
-        raise ValueError(f"GNNSYS_MALLOC={choice!r}; use one of {', '.join(CHOICES)} "
+def choice() -> str:
+    """`GNNSYS_MALLOC`, checked (`fit` checks it before any worker starts)."""
+    value = os.environ.get("GNNSYS_MALLOC", "keep")
+    if value not in CHOICES:
+        raise ConfigError(f"GNNSYS_MALLOC={value!r}; use one of {', '.join(CHOICES)} "
                          "(or unset it: keep)")
+    return value
+
+
+def _apply() -> str:
     tuned = [name for name in USER_TUNING if name in os.environ] or \
         (["GLIBC_TUNABLES"] if "malloc" in os.environ.get("GLIBC_TUNABLES", "") else [])
-    if choice == "system" or tuned:
+    if choice() == "system" or tuned:
         return "system"
     try:
         mallopt = ctypes.CDLL(None).mallopt       # the C library this process runs on

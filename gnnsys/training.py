@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from .allocator import keep_freed_memory
+from . import allocator
 from .config import ConfigError
 from .distributed import launch
 from .runlog import RunDir, progress
@@ -52,6 +52,7 @@ def plugin_class(mode: str):
 
 def fit(config, graph=None) -> dict:
     """Train as `config` says; `graph` (optional) bypasses the dataset registry."""
+    allocator.choice()                  # a bad GNNSYS_MALLOC fails here, not in each worker
     prepared = plugin_class(config.mode).prepare(config, graph)
     return launch(run_worker, config, *prepared)[0]
 
@@ -75,7 +76,7 @@ def run_worker(ctx, config, *prepared) -> dict:
 class TrainingLoop:
     def __init__(self, ctx, config, prepared=()):
         self.ctx, self.config = ctx, config
-        self.malloc = keep_freed_memory()      # before the run's first large allocations
+        self.malloc = allocator.keep_freed_memory()   # before the run's first large allocations
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
         self.run_dir.lock(wait_s=0 if ctx.attempt == 0 else 60)   # a killed rank 0 lets go

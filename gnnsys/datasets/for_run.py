@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 
+from ..config import ConfigError
 from ..sparse_features import as_csr, densified, is_sparse
 from .registry import load_dataset
 
@@ -96,7 +97,7 @@ def with_feature_dtype(graph, dtype: str):
     counts or row-normalised fractions; the indices dominate their size)."""
     if is_sparse(graph.x):
         if dtype != "float32":
-            raise ValueError(f"dataset.feature_dtype={dtype} is for dense features, but "
+            raise ConfigError(f"dataset.feature_dtype={dtype} is for dense features, but "
                              f"'{graph.name}' has sparse (CSR) features, already stored as "
                              "their nonzeros; leave dataset.feature_dtype at float32")
         return graph
@@ -105,7 +106,7 @@ def with_feature_dtype(graph, dtype: str):
     if dtype == "float16":
         largest = _largest_magnitude(graph.x)
         if largest > float(np.finfo(np.float16).max):
-            raise ValueError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
+            raise ConfigError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
                              f"features: |x| reaches {largest:.3g}, above float16's 65504; "
                              "normalise them (dataset.normalize_features) or use float32")
     return dataclasses.replace(graph, x=np.asarray(graph.x).astype(dtype))
