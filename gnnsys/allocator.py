@@ -50,7 +50,7 @@ def choice() -> str:
     value = os.environ.get("GNNSYS_MALLOC", "keep")
     if value not in CHOICES:
         raise ConfigError(f"GNNSYS_MALLOC={value!r}; use one of {', '.join(CHOICES)} "
-                         "(or unset it: keep)")
+                          "(or unset it: keep)")
     return value
 
 

@@ -98,8 +98,8 @@ def with_feature_dtype(graph, dtype: str):
     if is_sparse(graph.x):
         if dtype != "float32":
             raise ConfigError(f"dataset.feature_dtype={dtype} is for dense features, but "
-                             f"'{graph.name}' has sparse (CSR) features, already stored as "
-                             "their nonzeros; leave dataset.feature_dtype at float32")
+                              f"'{graph.name}' has sparse (CSR) features, already stored as "
+                              "their nonzeros; leave dataset.feature_dtype at float32")
         return graph
     if graph.x.dtype == np.dtype(dtype):
         return graph                    # as stored: a memory-mapped file stays mapped
@@ -107,8 +107,8 @@ def with_feature_dtype(graph, dtype: str):
         largest = _largest_magnitude(graph.x)
         if largest > float(np.finfo(np.float16).max):
             raise ConfigError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
-                             f"features: |x| reaches {largest:.3g}, above float16's 65504; "
-                             "normalise them (dataset.normalize_features) or use float32")
+                              f"features: |x| reaches {largest:.3g}, above float16's 65504; "
+                              "normalise them (dataset.normalize_features) or use float32")
     return dataclasses.replace(graph, x=np.asarray(graph.x).astype(dtype))
 
 
