@@ -11,8 +11,8 @@ import dataclasses
 
 import numpy as np
 
-from ..config import ConfigError
 from ..sparse_features import as_csr, densified, is_sparse
+from .errors import DatasetError
 from .registry import load_dataset
 
 NORMALIZATIONS = ("none", "row", "standard")
@@ -97,18 +97,18 @@ def with_feature_dtype(graph, dtype: str):
     counts or row-normalised fractions; the indices dominate their size)."""
     if is_sparse(graph.x):
         if dtype != "float32":
-            raise ConfigError(f"dataset.feature_dtype={dtype} is for dense features, but "
-                              f"'{graph.name}' has sparse (CSR) features, already stored as "
-                              "their nonzeros; leave dataset.feature_dtype at float32")
+            raise DatasetError(f"dataset.feature_dtype={dtype} is for dense features, but "
+                               f"'{graph.name}' has sparse (CSR) features, already stored "
+                               "as their nonzeros; leave dataset.feature_dtype at float32")
         return graph
     if graph.x.dtype == np.dtype(dtype):
         return graph                    # as stored: a memory-mapped file stays mapped
     if dtype == "float16":
         largest = _largest_magnitude(graph.x)
         if largest > float(np.finfo(np.float16).max):
-            raise ConfigError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
-                              f"features: |x| reaches {largest:.3g}, above float16's 65504; "
-                              "normalise them (dataset.normalize_features) or use float32")
+            raise DatasetError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
+                               f"features: |x| reaches {largest:.3g}, above float16's 65504; "
+                               "normalise them (dataset.normalize_features) or use float32")
     return dataclasses.replace(graph, x=np.asarray(graph.x).astype(dtype))
 
 
