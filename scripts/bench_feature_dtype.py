@@ -25,10 +25,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from bench_sparse_features import thread_workers   # scripts/ is on sys.path
+from bench_sparse_features import setup_and_epochs, thread_workers   # scripts/ is on sys.path
 from gnnsys.config import load_config
 from gnnsys.datasets import load_run_graph
-from gnnsys.runlog import read_metrics
 from gnnsys.training import fit
 
 DTYPES = ("float32", "float16")
@@ -41,9 +40,7 @@ def run(args, graph32, dtype: str, workers: int, out: Path) -> dict:
     config = load_config(args.config, overrides)
     graph = load_run_graph(config, graph32)
     result = fit(config, graph=graph) if workers == 1 else thread_workers(config, graph)
-    records = read_metrics(config.run.dir)
-    setup = next(r for r in records if r.get("event") == "start")["setup"]
-    epochs = [r for r in records if "loss" in r and "epoch" in r]
+    setup, epochs = setup_and_epochs(config.run.dir)
     timed = epochs[1:] or epochs
     return {"memory": sum(rank.get("feature_bytes", rank.get("table_bytes", 0))
                           for rank in setup),

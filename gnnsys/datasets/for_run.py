@@ -103,15 +103,14 @@ def with_feature_dtype(graph, dtype: str):
         return graph
     if graph.x.dtype == np.dtype(dtype):
         return graph                    # as stored: a memory-mapped file stays mapped
-    if dtype == "float16":
-        largest = _largest_magnitude(graph.x)
-        if largest > float(np.finfo(np.float16).max):
-            raise DatasetError(f"dataset.feature_dtype=float16 cannot hold '{graph.name}'s "
-                               f"features: |x| reaches {largest:.3g}, above float16's 65504; "
-                               "normalise them (dataset.normalize_features) or use float32")
-    return dataclasses.replace(graph, x=np.asarray(graph.x).astype(dtype))
-
-
-def _largest_magnitude(rows, chunk: int = 1 << 16) -> float:
-    return max((float(np.abs(np.asarray(rows[start:start + chunk])).max(initial=0.0))
-                for start in range(0, len(rows), chunk)), default=0.0)
+    with np.errstate(over="ignore"):    # a value float16 cannot hold becomes inf: named below
+        x = np.asarray(graph.x).astype(dtype)
+    overflowed = _bad_dense_rows(x, 1 << 16)     # the input is finite (check_finite)
+    if overflowed.any():
+        row = int(np.flatnonzero(overflowed)[0])
+        raise DatasetError(f"dataset.feature_dtype={dtype} cannot hold '{graph.name}'s "
+                           f"features: row {row} reaches |x| = "
+                           f"{float(np.abs(graph.x[row]).max()):.3g}, above {dtype}'s "
+                           f"{float(np.finfo(dtype).max):.5g}; "
+                           "normalise them (dataset.normalize_features) or use float32")
+    return dataclasses.replace(graph, x=x)
