@@ -206,7 +206,7 @@ class TrainingLoop:
         self._sync_buffers()
         record = {"epoch": epoch, "epoch_s": time.perf_counter() - start}
         # cores this process kept busy (training, loader and sampler threads), summed over
-        # processes (split_process_cpu): says whether one worker already used every core a
+        # processes (split_process_counters): says whether one worker already used every core a
         # second one would need
         cores = (time.process_time() - cpu_start) / max(record["epoch_s"], 1e-9)
         record.update(self._epoch_traffic(loss_sum, examples, sync_s, cores))
@@ -243,10 +243,11 @@ class TrainingLoop:
         stats = self._reset_traffic()
         mine = {"loss_sum": loss_sum, "examples": examples, "grad_sync_s": sync_s,
                 "cpu_cores": round(cpu_cores, 3), "process": (platform.node(), os.getpid()),
+                "peak_rss_mb": round(allocator.peak_rss_mb(), 1),
                 "comm_bytes_sent": sum(s.bytes_sent for s in stats),
                 "comm_bytes_recv": sum(s.bytes_recv for s in stats),
                 "comm_wait_s": sum(s.wait_s for s in stats), **self.mode.epoch_stats()}
-        ranks = split_process_cpu(self.comm.all_gather_object(mine))
+        ranks = split_process_counters(self.comm.all_gather_object(mine))
         record = combine_ranks(ranks)
         record["loss"] = record.pop("loss_sum") / max(record.pop("examples"), 1)
         if len(ranks) > 1:
@@ -363,13 +364,18 @@ def _pairs(old: dict, new: dict, prefix: str = "") -> dict:
     return out
 
 
-def split_process_cpu(ranks: list[dict]) -> list[dict]:
+PER_PROCESS = ("cpu_cores", "peak_rss_mb")
+
+
+def split_process_counters(ranks: list[dict]) -> list[dict]:
     """Ranks that are threads of one process (the test harness, bench scripts) each
-    measured the whole process's CPU time: split it evenly among them, so the sum over
-    ranks counts every process once. Drops the `process` key that identifies it."""
+    measured the whole process's CPU time and peak memory: split them evenly among the
+    ranks, so the sum over ranks counts every process once. Drops the `process` key that
+    identifies it."""
     sharing = collections.Counter(r["process"] for r in ranks)
     return [{**{k: v for k, v in r.items() if k != "process"},
-             "cpu_cores": round(r["cpu_cores"] / sharing[r["process"]], 3)} for r in ranks]
+             **{k: round(r[k] / sharing[r["process"]], 3) for k in PER_PROCESS if k in r}}
+            for r in ranks]
 
 
 def combine_ranks(ranks: list[dict]) -> dict:

@@ -1,9 +1,9 @@
 """Distributed (Ray workers, partitioned features, VIP cache) vs single-machine training:
 test accuracy / ROC-AUC and epoch time with its communication share.
 
-Each dataset runs its `configs/dist-<name>.yaml` twice per seed, in the same process:
-with `cluster.workers=1` (the single-machine trainer, all features local: the baseline)
-and with the config's workers. Epoch time is the training loop only (evaluation
+Each dataset runs its `configs/dist-<name>.yaml` twice per seed, each run its own
+`gnnsys train` process: with `cluster.workers=1` (the single-machine trainer, all
+features local: the baseline) and with the config's workers. Epoch time is the training loop only (evaluation
 excluded), averaged over epochs after the first. For the distributed runs the
 communication columns come from the per-worker counters in metrics.jsonl (slowest
 worker): seconds in the gradient all-reduce (blocks the step), seconds in the feature
@@ -29,7 +29,6 @@ from pathlib import Path
 
 from gnnsys.config import load_config
 from gnnsys.runlog import read_metrics
-from gnnsys.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,39 +45,48 @@ def run_overrides(name: str, workers: int, seed: int, epochs: int | None, out: P
     return overrides
 
 
+def train_command(name: str, overrides: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(config_path(name))]
+    for item in overrides:
+        cmd += ["--set", item]
+    return cmd
+
+
+def config_path(name: str) -> Path:
+    return ROOT / "configs" / f"dist-{name}.yaml"
+
+
 def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
              threads: int | None = None) -> dict:
+    """One run as its own `gnnsys train` process: a run keeps the memory it frees
+    (gnnsys/allocator.py), so runs in one process would stack their peaks."""
     overrides = run_overrides(name, workers, seed, epochs, out, threads)
-    config = load_config(ROOT / "configs" / f"dist-{name}.yaml", overrides)
-    done = [r for r in read_metrics(config.run.dir) if r.get("final")]
+    run_dir = load_config(config_path(name), overrides).run.dir
     # A finished run in --out is reused, so an interrupted benchmark can be resumed.
-    final = done[-1] if done else Trainer(config).fit()
-    return summarise(config.run.dir, final)
+    if not any(r.get("final") for r in read_metrics(run_dir)):
+        subprocess.run(train_command(name, overrides), check=True, stdout=subprocess.DEVNULL,
+                       env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    return summarise(run_dir)
 
 
 def run_copies(name: str, copies: int, seed: int, epochs: int | None, out: Path) -> dict:
     """`copies` independent 1 worker x 1 thread runs at once, as separate processes with
     no communication at all: what the machine gives two busy processes, the ceiling of
     any K x 1 setting on it. Their mean epoch time, summed cores busy."""
-    path = ROOT / "configs" / f"dist-{name}.yaml"
     overrides = [run_overrides(name, 1, seed, epochs, out, 1, copy=i) for i in range(copies)]
-    procs = []
-    for o in overrides:
-        cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(path)]
-        for item in o:
-            cmd += ["--set", item]
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                      env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"}))
+    procs = [subprocess.Popen(train_command(name, o), stdout=subprocess.DEVNULL,
+                              env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+             for o in overrides]
     if any(p.wait() for p in procs):
         raise SystemExit(f"a concurrent copy of {name} failed; run it alone to see why")
-    each = [summarise(load_config(path, o).run.dir) for o in overrides]
+    each = [summarise(load_config(config_path(name), o).run.dir) for o in overrides]
     return {"epoch_s": statistics.mean(r["epoch_s"] for r in each),
             "cpu_cores": sum(r["cpu_cores"] for r in each)}
 
 
-def summarise(run_dir, final: dict | None = None) -> dict:
+def summarise(run_dir) -> dict:
     records = read_metrics(run_dir)
-    final = final or next(r for r in reversed(records) if r.get("final"))
+    final = next(r for r in reversed(records) if r.get("final"))
     epochs_rec = [r for r in records if "loss" in r][1:]
     key = next(k for k in final if k.startswith("test_"))
 
@@ -90,7 +98,7 @@ def summarise(run_dir, final: dict | None = None) -> dict:
             "allreduce_s": mean("grad_sync_s"), "fetch_wait_s": mean("fetch_s"),
             "batch_wait_s": mean("batch_wait_s"), "remote_rows": mean("remote_rows"),
             "cache_hits": mean("cache_hits"), "bytes_recv": mean("comm_bytes_recv"),
-            "cpu_cores": mean("cpu_cores")}
+            "cpu_cores": mean("cpu_cores"), "peak_rss_mb": mean("peak_rss_mb")}
 
 
 def fmt(values) -> str:
@@ -177,12 +185,13 @@ def same_cores(args, out: Path) -> None:
           f"(epoch s, mean over epochs 2.., seeds {args.seeds})\n")
     print(f"| dataset | 1 x {c} s | 1 x 1 s | {k} x 1 s | {k}x1 vs 1x{c} | {k}x1 vs 1x1 "
           f"| cores busy (1x1 / {k}x1) | ceiling vs 1x1 | all-reduce s ({k}x1) "
-          f"| waiting for batch s ({k}x1) | test ({k}x1 / 1x{c}) "
-          f"| {k} copies of 1x1 at once: epoch s, vs 1x1 |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+          f"| waiting for batch s ({k}x1) | peak memory per worker GB ({k}x1) "
+          f"| test ({k}x1 / 1x{c}) | {k} copies of 1x1 at once: epoch s, vs 1x1 |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for name in args.datasets:
         avg = {s: {key: statistics.mean(r[key] for r in runs[(name, *s)])
-                   for key in ("epoch_s", "allreduce_s", "batch_wait_s", "test", "cpu_cores")}
+                   for key in ("epoch_s", "allreduce_s", "batch_wait_s", "test", "cpu_cores",
+                               "peak_rss_mb")}
                for s in settings}
         wide, one, many = (avg[s] for s in settings)
         together = statistics.mean(r["epoch_s"] for r in copies[name])
@@ -191,7 +200,8 @@ def same_cores(args, out: Path) -> None:
               f"{one['epoch_s'] / many['epoch_s']:.2f}x | "
               f"{one['cpu_cores']:.2f} / {many['cpu_cores']:.2f} | "
               f"{c / one['cpu_cores']:.2f}x | {many['allreduce_s']:.3f} | "
-              f"{many['batch_wait_s']:.3f} | {many['test']:.4f} / {wide['test']:.4f} | "
+              f"{many['batch_wait_s']:.3f} | {many['peak_rss_mb'] / k / 1024:.2f} | "
+              f"{many['test']:.4f} / {wide['test']:.4f} | "
               f"{together:.3f} s, {k * one['epoch_s'] / together:.2f}x |")
     print(f"\n`cores busy`: CPU seconds / wall seconds of the epoch, summed over workers (the "
           f"loader's sampling thread runs beside the step, so 1 x 1 can keep more than one "

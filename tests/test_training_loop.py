@@ -17,7 +17,7 @@ from gnnsys.config import from_dict
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.runlog import read_metrics
 from gnnsys.training import (FAIL_EXIT_CODE, PLUGINS, TrainingLoop, combine_ranks,
-                             split_process_cpu)
+                             split_process_counters)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -160,13 +160,14 @@ def test_rank_counters_combine_by_kind():
                                      "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
 
 
-def test_ranks_sharing_a_process_split_its_cpu_time():
+def test_ranks_sharing_a_process_split_its_cpu_time_and_memory():
     # ranks 0 and 1 are threads of one process (each measured all of it), rank 2 its own
-    ranks = [{"cpu_cores": 1.8, "process": ("a", 7), "x": 1},
-             {"cpu_cores": 1.8, "process": ("a", 7), "x": 2},
-             {"cpu_cores": 0.9, "process": ("b", 7), "x": 3}]
-    split = split_process_cpu(ranks)
+    ranks = [{"cpu_cores": 1.8, "peak_rss_mb": 900.0, "process": ("a", 7), "x": 1},
+             {"cpu_cores": 1.8, "peak_rss_mb": 900.0, "process": ("a", 7), "x": 2},
+             {"cpu_cores": 0.9, "peak_rss_mb": 500.0, "process": ("b", 7), "x": 3}]
+    split = split_process_counters(ranks)
     assert [r["cpu_cores"] for r in split] == [0.9, 0.9, 0.9]
+    assert combine_ranks(split)["peak_rss_mb"] == pytest.approx(1400.0)
     assert all("process" not in r for r in split) and [r["x"] for r in split] == [1, 2, 3]
     assert combine_ranks(split)["cpu_cores"] == pytest.approx(2.7)
 

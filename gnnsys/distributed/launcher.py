@@ -28,6 +28,7 @@ from datetime import timedelta
 
 import torch
 
+from .. import allocator
 from ..config import ConfigError
 from .comm import Communicator
 
@@ -298,9 +299,12 @@ def launch(fn, config, *args) -> list:
 def _run_group(ray, fn, config, args, world, threads, attempt):
     # Two threads per actor: a worker blocked in a collective still answers node_ip(),
     # which tells a stuck peer from one whose node or link is gone.
+    # The actor's methods run on a thread of its pool: one malloc arena from the process's
+    # start, or its step's tensors are mmapped afresh every step (gnnsys/allocator.py).
+    env = allocator.worker_environment()
     remote = ray.remote(_Worker).options(
         num_cpus=config.cluster.cpus_per_worker, num_gpus=config.cluster.gpus_per_worker,
-        max_restarts=0, max_concurrency=2)
+        max_restarts=0, max_concurrency=2, **({"runtime_env": {"env_vars": env}} if env else {}))
     actors = [remote.remote(rank, world, threads) for rank in range(world)]
     try:
         start = config.cluster.start_timeout_s
