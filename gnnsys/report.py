@@ -23,6 +23,7 @@ CHARTS = {
     "time": ("seconds per epoch", "seconds", None,
              ["epoch_s", "comm_wait_s", "batch_wait_s", "grad_sync_s", "exchange_s"]),
     "traffic": ("communicator bytes", "bytes", None, ["comm_bytes_sent", "comm_bytes_recv"]),
+    "memory": ("peak memory of the worker processes (summed)", "MB", None, ["peak_rss_mb"]),
     "feature_rows": ("feature rows", "rows", "minibatch",
                      ["remote_rows", "cache_hits", "local_rows"]),
     "exchange_rows": ("exchange rows", "rows", "temporal", ["rows_naive", "rows_sent"]),

@@ -327,6 +327,8 @@ class TrainingLoop:
                  f"{record['epoch_s']:.1f}s"]
         if record.get("comm_bytes_sent"):
             parts.append(f"sent {record['comm_bytes_sent'] / 2 ** 20:.2f} MiB")
+        if record.get("peak_rss_mb"):
+            parts.append(f"peak memory {record['peak_rss_mb'] / 1024:.2f} GiB")
         if self.key in record:
             parts.append(f"{self.key} {record[self.key]:.4f}")
         print(", ".join(parts), flush=True)

@@ -13,7 +13,7 @@ from gnnsys.cli import main
 GENERAL = {"loss", "metrics", "time", "traffic"}
 MODE_CHARTS = {"minibatch": {"feature_rows"}, "temporal": {"exchange_rows", "exchange_bytes"},
                "fullgraph": {"message_bytes", "phase_time"}}
-ALL = GENERAL.union(*MODE_CHARTS.values())
+ALL = GENERAL.union(*MODE_CHARTS.values(), {"memory"})   # memory: runs logging peak_rss_mb
 
 
 def _comm(e):
@@ -180,7 +180,7 @@ def test_train_quickstart_then_report(tmp_path, repo_root):
     gnnsys.Trainer(gnnsys.config.from_dict(data)).fit()
     paths = report.make_report(tmp_path / "quick")
     stems = {p.stem for p in paths}
-    assert {"loss", "metrics", "time"} <= stems <= ALL - MODE_CHARTS["temporal"] - \
+    assert {"loss", "metrics", "time", "memory"} <= stems <= ALL - MODE_CHARTS["temporal"] - \
         MODE_CHARTS["fullgraph"]
     for p in paths:
         _valid_png(p)
