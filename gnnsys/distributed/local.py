@@ -18,6 +18,7 @@ import threading
 
 import torch
 
+from .. import allocator
 from .comm import Communicator
 
 
@@ -50,6 +51,9 @@ class ThreadGroup:
                 errors.append(err)
                 self._barrier.abort()
 
+        # before the threads exist: a thread keeps the malloc arena it first allocates from
+        # (one arena, or each rank's large blocks are mmapped afresh: gnnsys/allocator.py)
+        allocator.keep_freed_memory()
         threads = [threading.Thread(target=body, args=(r,)) for r in range(self.world_size)]
         for t in threads:
             t.start()
