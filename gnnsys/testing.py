@@ -67,3 +67,20 @@ def shared_data_dir() -> Path | None:
     """The `shared/data` directory beside the repo checkout, when present."""
     here = Path(__file__).resolve().parents[2] / "shared" / "data"
     return here if here.is_dir() else None
+
+
+def steady_state_faults(block_bytes: int = 128 << 20, steps: int = 40, measured: int = 10) -> int:
+    """Minor page faults of the last `measured` of `steps` alloc-fill-free steps of one
+    block: a training step's pattern, for checking that freed memory is reused
+    (gnnsys/allocator.py). The first steps grow the heap until the freed blocks fit the
+    next requests. torch, not numpy: numpy asks for huge pages on large arrays, which
+    hides the faults on a THP-madvise kernel."""
+    import resource
+    import torch
+    for step in range(steps):
+        if step == steps - measured:
+            before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        block = torch.empty(block_bytes, dtype=torch.uint8)
+        block.fill_(1)
+        del block
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before

@@ -8,39 +8,24 @@ import pytest
 
 from gnnsys import allocator
 
-# A step's pattern: allocate, fill and free a 128 MB tensor (over glibc's largest mmap
-# threshold, 32 MB, and over a thread arena's 64 MB heaps), 40 times; count the page
-# faults of the last 10. (torch, not numpy: numpy asks for huge pages on large arrays,
-# which hides the faults on a THP-madvise kernel.) The first steps grow the heap until
-# the freed blocks fit the next requests.
-STEADY_STATE_FAULTS = """
-import resource
-import torch
-faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def steps():
-    for step in range(40):
-        if step == 30:
-            before = faults()
-        block = torch.empty(128 << 20, dtype=torch.uint8)
-        block.fill_(1)
-        del block
-    return faults() - before
-"""
-IN_MAIN_AND_A_THREAD = STEADY_STATE_FAULTS + """
+# A step's pattern (gnnsys.testing.steady_state_faults): allocate, fill and free a 128 MB
+# tensor (over glibc's largest mmap threshold, 32 MB, and over a thread arena's 64 MB
+# heaps), 40 times; count the page faults of the last 10, in the main thread and in a
+# thread it started.
+IN_MAIN_AND_A_THREAD = """
 import threading
 from gnnsys.allocator import keep_freed_memory
+from gnnsys.testing import steady_state_faults
 policy = keep_freed_memory()
 in_thread = []
-thread = threading.Thread(target=lambda: in_thread.append(steps()))
+thread = threading.Thread(target=lambda: in_thread.append(steady_state_faults()))
 thread.start(); thread.join()
-print(policy, steps(), in_thread[0])
+print(policy, steady_state_faults(), in_thread[0])
 """
 
 
 def steady_state(env_update):
-    env = {k: v for k, v in os.environ.items() if k != "GNNSYS_MALLOC"}
+    env = {k: v for k, v in os.environ.items() if k not in ("GNNSYS_MALLOC", "MALLOC_ARENA_MAX")}
     out = subprocess.run([sys.executable, "-c", IN_MAIN_AND_A_THREAD], check=True,
                          env={**env, **env_update}, capture_output=True, text=True).stdout
     policy, main, thread = out.split()

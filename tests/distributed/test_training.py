@@ -35,18 +35,10 @@ def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config
 
 
 def _steady_state_faults(ctx, config):
-    import resource
-    import torch
     from gnnsys.allocator import keep_freed_memory
+    from gnnsys.testing import steady_state_faults
     keep_freed_memory()
-    faults = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_minflt   # noqa: E731
-    for step in range(40):
-        if step == 30:
-            before = faults()
-        block = torch.empty(128 << 20, dtype=torch.uint8)
-        block.fill_(1)
-        del block
-    return faults() - before
+    return steady_state_faults()
 
 
 def test_a_ray_worker_reuses_the_memory_its_steps_free(tiny_parts, dist_config):
