@@ -5,11 +5,10 @@ Each dataset runs its `configs/dist-<name>.yaml` twice per seed, each run its ow
 `gnnsys train` process: with `cluster.workers=1` (the single-machine trainer, all
 features local: the baseline) and with the config's workers. Epoch time is the training
 loop only (evaluation excluded), averaged over epochs after the first. For the
-distributed runs the
-communication columns come from the per-worker counters in metrics.jsonl (slowest
-worker): seconds in the gradient all-reduce (blocks the step), seconds in the feature
-fetch collectives (in the loader thread, overlapping the step), and seconds the step
-waited for its batch (sampling + fetch not hidden).
+distributed runs the communication columns come from the per-worker counters in
+metrics.jsonl (slowest worker): seconds in the gradient all-reduce (blocks the step),
+seconds in the feature fetch collectives (in the loader thread, overlapping the step),
+and seconds the step waited for its batch (sampling + fetch not hidden).
 
     python scripts/bench_distributed.py                      # cora + tolokers, 3 seeds
     python scripts/bench_distributed.py --datasets tolokers --seeds 0 --epochs 5
