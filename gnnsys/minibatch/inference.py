@@ -5,7 +5,8 @@ Same result as single-machine full-neighbourhood inference (`BlockGNN.inference`
 layer i of an owned row needs layer i-1 of all its neighbours, so after each layer
 every worker fetches the halo rows' embeddings from their owners with one exchange
 (`RemoteFetcher`). Every rank makes the same calls (one fetch per layer). Sparse (CSR)
-input features stay CSR through the first layer's fetch and product.
+input features stay CSR through the first layer's fetch and product, float16 ones
+float16.
 """
 from __future__ import annotations
 
@@ -38,8 +39,11 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     """Outputs [num_own, C] of the worker's own rows (model: a BlockGNN; x_own dense
     or CSR)."""
     model.eval()
+    # float16 rows stay float16 through the first layer's fetch; the layer converts them
+    # batch by batch (no float32 copy of the worker's rows)
+    kept = np.float16 if getattr(x_own, "dtype", None) == np.float16 else np.float32
     h_own = x_own if is_sparse(x_own) else \
-        torch.from_numpy(np.ascontiguousarray(x_own, dtype=np.float32))
+        torch.from_numpy(np.ascontiguousarray(x_own, dtype=kept))
     indptr = torch.from_numpy(halo.indptr)
     cols = torch.from_numpy(halo.local_cols)
     global_ids = torch.from_numpy(halo.global_ids)

@@ -116,15 +116,19 @@ class BlockGNN(nn.Module):
         """Layer-wise inference over full neighbourhoods: each layer is computed for all
         nodes before the next, so no node's neighbourhood is expanded more than once."""
         self.eval()
-        sparse = is_sparse(graph.x)       # CSR rows are gathered per batch (first layer)
-        x = graph.x if sparse else _readonly_tensor(np.asarray(graph.x, dtype=np.float32))
+        # CSR and float16 rows are gathered per batch in the first layer (float16 made
+        # float32 there, batch by batch: no float32 copy of the whole matrix)
+        sparse = is_sparse(graph.x)
+        half = not sparse and graph.x.dtype == np.float16
+        x = graph.x if sparse else _readonly_tensor(
+            np.asarray(graph.x, dtype=np.float16 if half else np.float32))
         indptr = torch.from_numpy(np.asarray(graph.indptr))
         indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
         n = graph.num_nodes
         steps = range(0, n, batch_size)
         for i in range(len(self.convs)):
             outs = []
-            by_global_id = self.arch == "sage" and not (sparse and i == 0)
+            by_global_id = self.arch == "sage" and not ((sparse or half) and i == 0)
             x_on_device = x.to(device) if by_global_id else None
             for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
                 stop = min(start + batch_size, n)

@@ -56,6 +56,24 @@ def test_one_worker_float16_run_equals_float32_run(tmp_path):
     assert start["float16"]["feature_bytes"] * 2 == start["float32"]["feature_bytes"]
 
 
+def test_inference_reads_float16_rows_without_a_float32_copy():
+    import tracemalloc
+    import torch
+    from gnnsys.models.block_gnn import BlockGNN
+    graph = tiny_graph(num_nodes=4000, num_features=512)
+    half = dataclasses.replace(graph, x=graph.x.astype(np.float16))
+    exact = dataclasses.replace(graph, x=half.x.astype(np.float32))
+    torch.manual_seed(0)
+    model = BlockGNN("sage", 512, 16, 3, 2, dropout=0.0)
+    expected = model.inference(exact)
+    tracemalloc.start()           # numpy's allocations; a float32 copy of x is 8 MB
+    got = model.inference(half)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert peak < exact.x.nbytes / 4, peak
+
+
 def test_two_workers_store_and_send_half_the_bytes(tmp_path):
     graph = exact_graph()
     results = {}
