@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..models.block_gnn import LayerRows
 from ..sparse_features import is_sparse, row_tensor, stacked
 from .store.fetch import RemoteFetcher
 
@@ -52,7 +53,7 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     for i in range(len(model.convs)):
         fetcher = RemoteFetcher(comm, book, part, h_own if is_sparse(h_own) else h_own.numpy())
         h_all = stacked(h_own, fetcher.fetch(halo.halo))
-        outs = []
+        outs = LayerRows(n, model.convs[i].out_channels)
         for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
             stop = min(start + batch_size, n)
             src = cols[int(indptr[start]):int(indptr[stop])]
@@ -68,6 +69,6 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
             edge_index = torch.stack([position[src], dst])
             out = model.layer(i, row_tensor(h_all, sources).to(device), edge_index.to(device),
                                stop - start, global_ids[sources].to(device))
-            outs.append(out.cpu())
-        h_own = torch.cat(outs) if outs else torch.empty(0, model.convs[i].out_channels)
+            outs.put(start, out.cpu())
+        h_own = outs.rows
     return h_own
