@@ -228,8 +228,16 @@ class TrainingLoop:
             result.update(final_loss=self.history[-1]["loss"],
                           epoch_s=float(np.mean([h["epoch_s"] for h in self.history])))
         result.update(self.mode.final_metrics())
+        result["peak_rss_mb"] = self._peak_memory()
         self.run_dir.log({"final": True, **result})
         return result
+
+    def _peak_memory(self) -> float:
+        """The most memory the run's worker processes have held, evaluation included,
+        summed over processes (MB)."""
+        mine = {"peak_rss_mb": allocator.peak_rss_mb(), "process": _this_process()}
+        ranks = split_process_counters(self.comm.all_gather_object(mine))
+        return round(sum(r["peak_rss_mb"] for r in ranks), 1)
 
     # ------------------------------------------------------------------ traffic
     def _reset_traffic(self) -> list:
@@ -242,7 +250,7 @@ class TrainingLoop:
         """The epoch's loss and counters over all ranks: one gather of every rank's numbers."""
         stats = self._reset_traffic()
         mine = {"loss_sum": loss_sum, "examples": examples, "grad_sync_s": sync_s,
-                "cpu_cores": round(cpu_cores, 3), "process": (platform.node(), os.getpid()),
+                "cpu_cores": round(cpu_cores, 3), "process": _this_process(),
                 "peak_rss_mb": round(allocator.peak_rss_mb(), 1),
                 "comm_bytes_sent": sum(s.bytes_sent for s in stats),
                 "comm_bytes_recv": sum(s.bytes_recv for s in stats),
@@ -367,6 +375,11 @@ def _pairs(old: dict, new: dict, prefix: str = "") -> dict:
 
 
 PER_PROCESS = ("cpu_cores", "peak_rss_mb")
+
+
+def _this_process() -> tuple:
+    """Identifies a rank's process, so ranks that are threads of one count it once."""
+    return platform.node(), os.getpid()
 
 
 def split_process_counters(ranks: list[dict]) -> list[dict]:

@@ -30,6 +30,9 @@ def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config
             assert [w["rank"] for w in r["workers"]] == [0, 1]
             assert r["remote_rows"] > 0 and r["comm_bytes_recv"] > 0
             assert r["remote_rows"] == sum(w["remote_rows"] for w in r["workers"])
+    # the run's peak (evaluation included) over both worker processes
+    last = [r for r in records if "epoch" in r][-1]
+    assert result["peak_rss_mb"] >= sum(w["peak_rss_mb"] for w in last["workers"]) > 0
     charts = make_report(tiny_parts / "run")
     assert charts
 

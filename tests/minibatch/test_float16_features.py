@@ -84,6 +84,10 @@ def test_two_workers_store_and_send_half_the_bytes(tmp_path):
         results[dtype] = thread_workers(config, None)[0]
     for key in ("final_loss", "val_acc", "test_acc"):
         assert results["float16"][key] == results["float32"][key], key
+    # the ranks are threads of this process: its peak memory is counted once, not twice
+    import resource
+    assert 0 < results["float16"]["peak_rss_mb"] <= \
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     half, full = (epochs(tmp_path / f"run-{dtype}")[0] for dtype in ("float16", "float32"))
     for h, f in zip(half["workers"], full["workers"]):
         assert h["remote_rows"] == f["remote_rows"] > 0
