@@ -75,18 +75,21 @@ def peak_rss_mb() -> float:
 def worker_environment() -> dict:
     """Environment variables a worker process needs from its start for the policy (one
     arena: see the module docstring); empty when the policy is off or the user set it."""
-    if _user_tuned() or choice() == "system" or ARENAS in os.environ:
+    if _wanted() == "system" or ARENAS in os.environ:
         return {}
     return {ARENAS: "1"}
 
 
-def _user_tuned() -> bool:
-    return any(name in os.environ for name in USER_TUNING) or \
+def _wanted() -> str:
+    """The policy asked for: `GNNSYS_MALLOC`, unless the user tuned malloc themselves."""
+    asked = choice()                    # checked first: a bad value is named either way
+    user_tuned = any(name in os.environ for name in USER_TUNING) or \
         "malloc" in os.environ.get("GLIBC_TUNABLES", "")
+    return "system" if user_tuned else asked
 
 
 def _apply() -> str:
-    if choice() == "system" or _user_tuned():
+    if _wanted() == "system":
         return "system"
     try:
         mallopt = ctypes.CDLL(None).mallopt       # the C library this process runs on

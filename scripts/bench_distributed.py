@@ -45,8 +45,9 @@ def run_overrides(name: str, workers: int, seed: int, epochs: int | None, out: P
     return overrides
 
 
-def train_command(name: str, overrides: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(config_path(name))]
+def gnnsys_train_command(config: Path, overrides: list[str]) -> list[str]:
+    """`gnnsys train --config config --set ...` in this interpreter (every bench's runs)."""
+    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(config)]
     for item in overrides:
         cmd += ["--set", item]
     return cmd
@@ -64,8 +65,8 @@ def run_once(name: str, workers: int, seed: int, epochs: int | None, out: Path,
     run_dir = load_config(config_path(name), overrides).run.dir
     # A finished run in --out is reused, so an interrupted benchmark can be resumed.
     if not any(r.get("final") for r in read_metrics(run_dir)):
-        subprocess.run(train_command(name, overrides), check=True, stdout=subprocess.DEVNULL,
-                       env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+        subprocess.run(gnnsys_train_command(config_path(name), overrides), check=True,
+                       stdout=subprocess.DEVNULL, env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
     return summarise(run_dir)
 
 
@@ -74,7 +75,8 @@ def run_copies(name: str, copies: int, seed: int, epochs: int | None, out: Path)
     no communication at all: what the machine gives two busy processes, the ceiling of
     any K x 1 setting on it. Their mean epoch time, summed cores busy."""
     overrides = [run_overrides(name, 1, seed, epochs, out, 1, copy=i) for i in range(copies)]
-    procs = [subprocess.Popen(train_command(name, o), stdout=subprocess.DEVNULL,
+    procs = [subprocess.Popen(gnnsys_train_command(config_path(name), o),
+                              stdout=subprocess.DEVNULL,
                               env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
              for o in overrides]
     if any(p.wait() for p in procs):

@@ -21,11 +21,10 @@ import itertools
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from bench_distributed import summarise   # scripts/ is on sys.path
+from bench_distributed import gnnsys_train_command, summarise   # scripts/ on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 RUN_NUMBER = itertools.count()   # concurrent runs start before either creates its run dir
@@ -34,11 +33,9 @@ DEFAULT_CONFIGS = ["configs/tgn-wikipedia.yaml", "configs/dist-synthetic-small.y
 
 def train_command(config: str, args, run_dir: Path) -> list[str]:
     """`gnnsys train` of `config` with one worker, --epochs and --threads, into run_dir."""
-    cmd = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(ROOT / config)]
-    for item in [f"train.epochs={args.epochs}", f"sampler.threads={args.threads}",
-                 "cluster.workers=1", "train.progress=false", f"run.dir={run_dir}", *args.set]:
-        cmd += ["--set", item]
-    return cmd
+    return gnnsys_train_command(ROOT / config, [
+        f"train.epochs={args.epochs}", f"sampler.threads={args.threads}", "cluster.workers=1",
+        "train.progress=false", f"run.dir={run_dir}", *args.set])
 
 
 def add_train_arguments(parser, configs: list[str]) -> None:
