@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..models.block_gnn import LayerRows
+from ..models.block_gnn import LayerRows, inference_input
 from ..sparse_features import is_sparse, row_tensor, stacked
 from .store.fetch import RemoteFetcher
 
@@ -42,9 +42,7 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     model.eval()
     # float16 rows stay float16 through the first layer's fetch; the layer converts them
     # batch by batch (no float32 copy of the worker's rows)
-    kept = np.float16 if getattr(x_own, "dtype", None) == np.float16 else np.float32
-    h_own = x_own if is_sparse(x_own) else \
-        torch.from_numpy(np.ascontiguousarray(x_own, dtype=kept))
+    h_own = inference_input(x_own)
     indptr = torch.from_numpy(halo.indptr)
     cols = torch.from_numpy(halo.local_cols)
     global_ids = torch.from_numpy(halo.global_ids)

@@ -118,10 +118,9 @@ class BlockGNN(nn.Module):
         self.eval()
         # CSR and float16 rows are gathered per batch in the first layer (float16 made
         # float32 there, batch by batch: no float32 copy of the whole matrix)
-        sparse = is_sparse(graph.x)
-        half = not sparse and graph.x.dtype == np.float16
-        x = graph.x if sparse else _readonly_tensor(
-            np.asarray(graph.x, dtype=np.float16 if half else np.float32))
+        x = inference_input(graph.x)
+        sparse = is_sparse(x)
+        half = not sparse and x.dtype == torch.float16
         indptr = torch.from_numpy(np.asarray(graph.indptr))
         indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
         n = graph.num_nodes
@@ -182,6 +181,16 @@ def _sage_projecting_first(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst:
     projected = F.linear(x, conv.lin_l.weight)
     out = conv.propagate(edge_index, x=(projected, None), size=(x.shape[0], num_dst))
     return out + conv.lin_l.bias + conv.lin_r(first_rows(x, num_dst))
+
+
+def inference_input(x):
+    """Input rows for layer-wise inference: CSR as it is, float16 kept float16 (the first
+    layer converts each batch), anything else as float32; dense rows are not copied when
+    they already have that dtype."""
+    if is_sparse(x):
+        return x
+    dtype = np.float16 if x.dtype == np.float16 else np.float32
+    return _readonly_tensor(np.ascontiguousarray(x, dtype=dtype))
 
 
 def _readonly_tensor(array: np.ndarray) -> torch.Tensor:
