@@ -45,7 +45,27 @@ class TimeEncoder(nn.Module):
         self.bias = nn.Parameter(torch.zeros(dim, dtype=torch.float64))
 
     def forward(self, dt: torch.Tensor) -> torch.Tensor:
-        return torch.cos(dt.double().unsqueeze(-1) * self.weight + self.bias).float()
+        return _CosineTimeEncoding.apply(dt, self.weight, self.bias)
+
+
+class _CosineTimeEncoding(torch.autograd.Function):
+    """cos(w * dt + b) in float64, returned as float32, with a hand-written backward: the
+    same float64 arithmetic as autograd's, in a third fewer passes over [slots, dim]
+    (no separate negation and products). dt is data: it gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, dt, weight, bias):
+        dt = dt.double().unsqueeze(-1)
+        phase = torch.addcmul(bias, dt, weight)
+        ctx.save_for_backward(dt, phase)
+        return torch.cos(phase).float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        dt, phase = ctx.saved_tensors
+        minus_grad_phase = grad.double().mul_(torch.sin(phase))    # d cos = -sin
+        flat = minus_grad_phase.reshape(-1, phase.shape[-1])
+        return None, -(flat * dt.reshape(-1, 1)).sum(0), -flat.sum(0)
 
 
 class RecurrentUpdater(nn.Module):
@@ -111,23 +131,36 @@ class MultiHeadAttention(nn.Module):
         q = query.view(n, 1, self.heads, self.head_dim)
         key = key.reshape(n, k, self.heads, self.head_dim)
         value = value.reshape(n, k, self.heads, self.head_dim)
-        logits = (q * key).sum(-1) / math.sqrt(self.head_dim)          # [n, k, heads]
-        logits = logits.masked_fill(~mask.unsqueeze(-1), float("-inf"))
-        any_valid = mask.any(1)
+        weights = self.weights((q * key).sum(-1), mask)                  # [n, k, heads]
+        return self.project((weights.unsqueeze(-1) * value).sum(1), mask)
+
+    def weights(self, dots, mask):
+        """Attention weights [n, k, heads] from query-key dot products [n, k, heads]:
+        scaled, masked, softmaxed over the slots, dropped out."""
+        n = mask.shape[0]
+        logits = (dots / math.sqrt(self.head_dim)).masked_fill(~mask.unsqueeze(-1), float("-inf"))
         # rows without any valid slot would softmax to NaN: give them a dummy zero row
-        logits = torch.where(any_valid.view(n, 1, 1), logits, torch.zeros_like(logits))
-        weights = self.dropout(torch.softmax(logits, dim=1))
-        out = (weights.unsqueeze(-1) * value).sum(1).reshape(n, self.heads * self.head_dim)
-        return self.out(out) * any_valid.unsqueeze(1)
+        logits = torch.where(mask.any(1).view(n, 1, 1), logits, torch.zeros_like(logits))
+        return self.dropout(torch.softmax(logits, dim=1))
+
+    def project(self, attended, mask):
+        """Output projection of the per-head weighted sums [n, heads, head_dim]; a query
+        without valid slots gets zero."""
+        out = self.out(attended.reshape(len(attended), self.heads * self.head_dim))
+        return out * mask.any(1).unsqueeze(1)
 
 
 class AttentionEmbedding(nn.Module):
     """TGN's graph attention layer: attend from [x_r || phi(0)] to the sampled neighbours
     [x_n || e_rn || phi(t - t_rn)], then merge with x_r through a 2-layer MLP.
 
-    The key/value projection of a concatenation is a sum of projections of its parts, so
-    the vertex part is projected once per unique vertex and gathered per slot; only the
-    time (and edge) parts are projected per slot."""
+    The key/value projection of a concatenation is a sum of projections of its parts, and
+    each part is applied where it is cheapest (the same function, summed in another order):
+    - the vertex part once per unique vertex, gathered per slot;
+    - the time part never per slot: a key's time part enters only through q . W_k phi =
+      (W_k^T q) . phi, so W_k goes onto the root's query; a value's through
+      sum_j a_j W_v phi_j = W_v sum_j a_j phi_j, so W_v goes after the weighted sum.
+      Per batch that is ~600 roots instead of ~6,000 slots through each projection."""
 
     def __init__(self, memory_dim: int, edge_dim: int, time_dim: int, out_dim: int, heads: int,
                  dropout: float):
@@ -147,22 +180,34 @@ class AttentionEmbedding(nn.Module):
     def forward(self, x, root_index, neighbors):
         """neighbors: the filled slots only (`batch.to_device`); an empty slot is never
         projected: it stays zero and the attention masks it out."""
-        n, k = neighbors["mask"].shape
+        mask = neighbors["mask"]
+        n, k = mask.shape
+        heads, head_dim = self.attention.heads, self.attention.head_dim
         x_root = x.index_select(0, root_index)     # index_select: its backward is index_add
         # query of [x || phi(0)]: the phi(0) part is one vector shared by every root
         m = x.shape[1]
         zero = self.time_encoder(torch.zeros(1, dtype=torch.float64, device=x.device))
         query = F.linear(x_root, self.query.weight[:, :m]) + \
             F.linear(zero, self.query.weight[:, m:], self.query.bias)
-        filled = self.kv_vertex(x).index_select(0, neighbors["row"]) + \
-            self.kv_time(self.time_encoder(neighbors["dt"]))
+        q = query.view(n, 1, heads, head_dim)
+
+        def dense(filled):                         # [filled slots, ...] -> [n, k, ...]
+            return filled.new_zeros(n * k, *filled.shape[1:]) \
+                .index_copy(0, neighbors["slot"], filled).view(n, k, *filled.shape[1:])
+
+        vertex = self.kv_vertex(x).index_select(0, neighbors["row"])
         if self.kv_edge is not None:
-            filled = filled + self.kv_edge(neighbors["edge"])
-        width = filled.shape[1]
-        kv = filled.new_zeros(n * k, width).index_copy(0, neighbors["slot"], filled)
-        key, value = kv.view(n, k, width).chunk(2, -1)
-        attended = self.attention(query, key, value + self.value_bias, neighbors["mask"])
-        return self.merge(torch.cat([attended, x_root], 1))
+            vertex = vertex + self.kv_edge(neighbors["edge"])
+        key, value = dense(vertex).view(n, k, 2, heads, head_dim).unbind(2)
+        phi = dense(self.time_encoder(neighbors["dt"]))                   # [n, k, T]
+        time_key, time_value = self.kv_time.weight.view(2, heads, head_dim, -1).unbind(0)
+        q_time = torch.einsum("nhd,hdt->nht", q.squeeze(1), time_key)
+        weights = self.attention.weights(
+            (q * key).sum(-1) + torch.einsum("nkt,nht->nkh", phi, q_time), mask)
+        w = weights.unsqueeze(-1)                                         # [n, k, heads, 1]
+        attended = (w * (value + self.value_bias.view(heads, head_dim))).sum(1) + \
+            torch.einsum("nht,hdt->nhd", torch.einsum("nkh,nkt->nht", weights, phi), time_value)
+        return self.merge(torch.cat([self.attention.project(attended, mask), x_root], 1))
 
 
 class TimeProjection(nn.Module):
