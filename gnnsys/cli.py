@@ -30,11 +30,18 @@ def _train(args) -> int:
         overrides.append("run.resume=true")
     config = load_config(args.config, overrides)
     metrics = Trainer(config).fit()
-    print("final: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
-                                for k, v in metrics.items()))
+    print("final: " + ", ".join(f"{k} {_number(v)}" for k, v in metrics.items()))
     if args.json:
         print(json.dumps(metrics))
     return 0
+
+
+def _number(value) -> str:
+    """A metric for the final line: 4 decimals for scores and seconds, 1 for large
+    amounts (megabytes, bytes), so no figure prints digits it does not have."""
+    if not isinstance(value, float):
+        return str(value)
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.4f}"
 
 
 def _datasets(args) -> int:

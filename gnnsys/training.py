@@ -53,6 +53,8 @@ def plugin_class(mode: str):
 def fit(config, graph=None) -> dict:
     """Train as `config` says; `graph` (optional) bypasses the dataset registry."""
     allocator.choice()                  # a bad GNNSYS_MALLOC fails here, not in each worker
+    if config.train.compile:
+        check_compiler()                # here too, not in each worker's first step
     prepared = plugin_class(config.mode).prepare(config, graph)
     return launch(run_worker, config, *prepared)[0]
 
@@ -66,6 +68,21 @@ def compile_parts(model: torch.nn.Module) -> None:
     compilation (~35 s on 2 cores)."""
     for part in model.children():
         part.compile(dynamic=True)
+
+
+def check_compiler() -> None:
+    """`train.compile` needs the C++ compiler inductor builds its CPU kernels with; without
+    one the first step would fail deep inside torch. Raises ConfigError naming the fix."""
+    try:
+        from torch._inductor.cpp_builder import get_cpp_compiler
+    except ImportError:                   # torch moved it: leave the check to torch
+        return
+    try:
+        get_cpp_compiler()
+    except Exception as error:
+        raise ConfigError(f"train.compile: true needs a C++ compiler for torch.compile and "
+                          f"none was found ({type(error).__name__}); install g++ (e.g. "
+                          "apt install g++) or set train.compile: false") from None
 
 
 def run_worker(ctx, config, *prepared) -> dict:
@@ -99,6 +116,9 @@ class TrainingLoop:
             self.model.load_state_dict(self.comm.broadcast_object(self.model.state_dict()))
         if config.train.compile:
             compile_parts(self.model)
+            if ctx.is_main and config.train.progress:
+                print("train.compile: the first epoch compiles the model (~20-40 s on 2 "
+                      "cores; cached on disk for later runs)", flush=True)
         # fused: one kernel for all parameters (the per-tensor loop cost ~3 ms a step)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.train.lr,
                                           weight_decay=config.train.weight_decay, fused=True)

@@ -24,6 +24,15 @@ def test_resume_continues_a_finished_run(tmp_path, repo_root, capsys):
     assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [1]
 
 
+def test_final_line_prints_each_number_to_the_digits_it_has(tmp_path, repo_root, capsys):
+    assert main(train_args(repo_root, tmp_path / "run", 1)) == 0
+    final = [line for line in capsys.readouterr().out.splitlines() if line.startswith("final: ")]
+    fields = dict(item.split(" ", 1) for item in final[0][len("final: "):].split(", "))
+    assert fields["epochs"] == "1"
+    assert len(fields["test_acc"].split(".")[1]) == 4          # a score: 4 decimals
+    assert len(fields["peak_rss_mb"].split(".")[1]) == 1       # megabytes: 1 (was 806.2000)
+
+
 def test_resume_of_an_empty_run_dir_is_one_line(tmp_path, repo_root, capsys):
     run = tmp_path / "never-trained"
     code = main(train_args(repo_root, run, 1, "--resume"))

@@ -1,6 +1,6 @@
 """`train.compile`: the compiled temporal model trains to the eager one's weights and
 metrics (dropout 0, so both runs draw the same random numbers), and modes that do not
-support it are refused up front."""
+support it, or a machine without a C++ compiler, are refused up front."""
 from __future__ import annotations
 
 import pytest
@@ -34,3 +34,16 @@ def test_compiled_temporal_model_trains_like_eager(tiny_config, tmp_path):
 def test_compile_is_refused_where_the_mode_does_not_support_it(mode):
     with pytest.raises(ConfigError, match="train.compile"):
         from_dict({"mode": mode, "train": {"compile": True}})
+
+
+def test_compile_without_a_cxx_compiler_is_one_clear_error(tiny_config, tmp_path, monkeypatch):
+    import torch._inductor.cpp_builder as cpp_builder
+
+    def no_compiler():
+        raise RuntimeError("no working C++ compiler found")
+
+    monkeypatch.setattr(cpp_builder, "get_cpp_compiler", no_compiler)
+    cfg = tiny_config(run={"dir": str(tmp_path / "run")}, train={"compile": True})
+    with pytest.raises(ConfigError, match="needs a C.. compiler .*train.compile: false"):
+        fit(cfg, tiny_temporal_graph())
+    assert not (tmp_path / "run").exists()           # refused before anything was written
