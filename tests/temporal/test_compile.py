@@ -11,14 +11,16 @@ from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit
 
 
-def test_compiled_temporal_model_trains_like_eager(tiny_config, tmp_path):
+# every arch, since the shipped TGN configs compile and name the others as one-key switches
+@pytest.mark.parametrize("arch", ["tgn", "jodie", "apan"])
+def test_compiled_temporal_model_trains_like_eager(arch, tiny_config, tmp_path):
     from torch._dynamo.utils import counters
     graph = tiny_temporal_graph()
     runs = {}
     counters.clear()
     for compiled in (False, True):
         cfg = tiny_config(run={"dir": str(tmp_path / f"compiled{compiled}")},
-                          train={"compile": compiled, "epochs": 2},
+                          train={"compile": compiled, "epochs": 2}, model={"arch": arch},
                           temporal={"pair_history": True})
         runs[compiled] = fit(cfg, graph)
         assert (counters["stats"]["unique_graphs"] > 0) == compiled   # it really compiled
