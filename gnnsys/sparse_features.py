@@ -91,6 +91,23 @@ def stacked(top, bottom):
     return torch.cat([top, torch.as_tensor(bottom)])
 
 
+def stacked_rows(top, bottom, ids) -> torch.Tensor:
+    """`row_tensor(stacked(top, bottom), ids)` without building the stack, which would
+    be a second copy of `top` (layer-wise inference: a worker's own rows, then its halo)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    in_top = ids < top.shape[0]
+    from_top, from_bottom = ids[in_top], ids[~in_top] - top.shape[0]
+    if sp.issparse(top):
+        rows = sp.vstack([top[from_top], bottom[from_bottom]], format="csr")
+        order = np.argsort(~in_top, kind="stable")        # where each stacked row belongs
+        return csr_tensor(rows[np.argsort(order)])
+    bottom = torch.as_tensor(bottom)
+    out = top.new_empty((len(ids), top.shape[1]))
+    out[torch.from_numpy(in_top)] = top[torch.from_numpy(from_top)]
+    out[torch.from_numpy(~in_top)] = bottom[torch.from_numpy(from_bottom)]
+    return out
+
+
 def with_rows(x: sp.csr_matrix, positions: np.ndarray, rows: sp.csr_matrix) -> sp.csr_matrix:
     """`x` with its empty rows at ascending `positions` replaced by `rows`, in one merge."""
     lengths = np.zeros(x.shape[0], dtype=np.int64)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..models.block_gnn import LayerRows, inference_input
-from ..sparse_features import is_sparse, row_tensor, stacked
+from ..sparse_features import is_sparse, stacked_rows
 from .store.fetch import RemoteFetcher
 
 
@@ -50,7 +50,7 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     steps = range(0, n, batch_size)
     for i in range(len(model.convs)):
         fetcher = RemoteFetcher(comm, book, part, h_own if is_sparse(h_own) else h_own.numpy())
-        h_all = stacked(h_own, fetcher.fetch(halo.halo))
+        h_halo = fetcher.fetch(halo.halo)       # local ids: own rows, then these
         outs = LayerRows(n, model.convs[i].out_channels)
         for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
             stop = min(start + batch_size, n)
@@ -62,11 +62,12 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
             targets = torch.arange(start, stop)
             others = torch.unique(src[(src < start) | (src >= stop)])
             sources = torch.cat([targets, others])
-            position = torch.empty(h_all.shape[0], dtype=torch.long)
+            position = torch.empty(n + len(halo.halo), dtype=torch.long)
             position[sources] = torch.arange(len(sources))
             edge_index = torch.stack([position[src], dst])
-            out = model.layer(i, row_tensor(h_all, sources).to(device), edge_index.to(device),
-                               stop - start, global_ids[sources].to(device))
+            out = model.layer(i, stacked_rows(h_own, h_halo, sources).to(device),
+                              edge_index.to(device), stop - start,
+                              global_ids[sources].to(device))
             outs.put(start, out.cpu())
         h_own = outs.rows
     return h_own

@@ -32,7 +32,9 @@ def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config
             assert r["remote_rows"] == sum(w["remote_rows"] for w in r["workers"])
     # the run's peak (evaluation included) over both worker processes
     last = [r for r in records if "epoch" in r][-1]
-    assert result["peak_rss_mb"] >= sum(w["peak_rss_mb"] for w in last["workers"]) > 0
+    epoch_peaks = [w["peak_rss_mb"] for w in last["workers"]]
+    # each figure is logged to 0.1 MB, so the sum of the rounded parts may exceed it by that
+    assert result["peak_rss_mb"] >= sum(epoch_peaks) - 0.05 * (len(epoch_peaks) + 1) > 0
     charts = make_report(tiny_parts / "run")
     assert charts
 

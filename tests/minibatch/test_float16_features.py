@@ -87,7 +87,7 @@ def test_two_workers_store_and_send_half_the_bytes(tmp_path):
     # the ranks are threads of this process: its peak memory is counted once, not twice
     import resource
     assert 0 < results["float16"]["peak_rss_mb"] <= \
-        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 + 0.05   # logged to 0.1 MB
     half, full = (epochs(tmp_path / f"run-{dtype}")[0] for dtype in ("float16", "float32"))
     for h, f in zip(half["workers"], full["workers"]):
         assert h["remote_rows"] == f["remote_rows"] > 0

@@ -13,7 +13,7 @@ from gnnsys.distributed.local import ThreadGroup
 from gnnsys.minibatch.store.fetch import RemoteFetcher
 from gnnsys.partitions import ensure_partitions
 from gnnsys.runlog import read_metrics
-from gnnsys.sparse_features import as_csr, feature_bytes
+from gnnsys.sparse_features import as_csr, feature_bytes, row_tensor, stacked, stacked_rows
 from gnnsys.testing import tiny_graph
 from gnnsys.training import TrainingLoop, fit
 from partition.format import PartitionBook
@@ -101,3 +101,22 @@ def test_feature_bytes_count_nonzeros_not_zeros():
     x = sparse_graph().x
     assert feature_bytes(x) == x.nnz * 8 + (x.shape[0] + 1) * x.indptr.itemsize
     assert feature_bytes(x.toarray()) == x.shape[0] * x.shape[1] * 4
+
+
+@pytest.mark.parametrize("kind", ["csr", "float32", "float16"])
+def test_stacked_rows_reads_both_parts_without_stacking(kind):
+    """Layer-wise inference's row gather over [own rows | halo rows] equals gathering
+    from the stacked copy it no longer builds (ids in any order, from either part)."""
+    rng = np.random.default_rng(4)
+    top, bottom = sp.random(30, 12, density=0.2, random_state=1, dtype=np.float32), \
+        sp.random(9, 12, density=0.2, random_state=2, dtype=np.float32)
+    top, bottom = as_csr(top), as_csr(bottom)
+    if kind != "csr":
+        dtype = getattr(torch, kind)
+        top, bottom = torch.from_numpy(top.toarray()).to(dtype), bottom.toarray().astype(kind)
+    ids = np.concatenate([np.arange(5, 12), rng.choice(39, size=15, replace=False)])
+    got, want = stacked_rows(top, bottom, ids), row_tensor(stacked(top, bottom), ids)
+    if kind == "csr":                   # torch sparse CSR tensors, as the first layer takes
+        got, want = got.to_dense(), want.to_dense()
+    assert got.dtype == want.dtype
+    assert torch.equal(got, want)
