@@ -92,19 +92,21 @@ def stacked(top, bottom):
 
 
 def stacked_rows(top, bottom, ids) -> torch.Tensor:
-    """`row_tensor(stacked(top, bottom), ids)` without building the stack, which would
-    be a second copy of `top` (layer-wise inference: a worker's own rows, then its halo)."""
-    ids = np.asarray(ids, dtype=np.int64)
-    in_top = ids < top.shape[0]
-    from_top, from_bottom = ids[in_top], ids[~in_top] - top.shape[0]
+    """`row_tensor(stacked(top, bottom), ids)` without building the stack, which would be
+    a second copy of `top` (layer-wise inference: a worker's own rows, then its halo).
+    `ids` name every row of `top` before any row of `bottom`, as ascending ids do."""
+    ids = torch.as_tensor(ids, dtype=torch.long)
+    in_top = int((ids < top.shape[0]).sum())
+    if in_top and int(ids[:in_top].max()) >= top.shape[0]:
+        raise ValueError("stacked_rows: ids must list rows of the first part before rows "
+                         "of the second")
+    from_top, from_bottom = ids[:in_top], ids[in_top:] - top.shape[0]
     if sp.issparse(top):
-        rows = sp.vstack([top[from_top], bottom[from_bottom]], format="csr")
-        order = np.argsort(~in_top, kind="stable")        # where each stacked row belongs
-        return csr_tensor(rows[np.argsort(order)])
-    bottom = torch.as_tensor(bottom)
+        return csr_tensor(sp.vstack([top[from_top.numpy()], bottom[from_bottom.numpy()]],
+                                    format="csr"))
     out = top.new_empty((len(ids), top.shape[1]))
-    out[torch.from_numpy(in_top)] = top[torch.from_numpy(from_top)]
-    out[torch.from_numpy(~in_top)] = bottom[torch.from_numpy(from_bottom)]
+    torch.index_select(top, 0, from_top, out=out[:in_top])
+    torch.index_select(torch.as_tensor(bottom), 0, from_bottom, out=out[in_top:])
     return out
 
 

@@ -106,7 +106,7 @@ def test_feature_bytes_count_nonzeros_not_zeros():
 @pytest.mark.parametrize("kind", ["csr", "float32", "float16"])
 def test_stacked_rows_reads_both_parts_without_stacking(kind):
     """Layer-wise inference's row gather over [own rows | halo rows] equals gathering
-    from the stacked copy it no longer builds (ids in any order, from either part)."""
+    from the stacked copy it no longer builds (own rows in any order, then halo rows)."""
     rng = np.random.default_rng(4)
     top, bottom = sp.random(30, 12, density=0.2, random_state=1, dtype=np.float32), \
         sp.random(9, 12, density=0.2, random_state=2, dtype=np.float32)
@@ -114,9 +114,12 @@ def test_stacked_rows_reads_both_parts_without_stacking(kind):
     if kind != "csr":
         dtype = getattr(torch, kind)
         top, bottom = torch.from_numpy(top.toarray()).to(dtype), bottom.toarray().astype(kind)
-    ids = np.concatenate([np.arange(5, 12), rng.choice(39, size=15, replace=False)])
+    ids = np.concatenate([np.arange(5, 12), rng.choice(np.arange(12, 30), 6, replace=False),
+                          np.arange(30, 39)])
     got, want = stacked_rows(top, bottom, ids), row_tensor(stacked(top, bottom), ids)
     if kind == "csr":                   # torch sparse CSR tensors, as the first layer takes
         got, want = got.to_dense(), want.to_dense()
     assert got.dtype == want.dtype
     assert torch.equal(got, want)
+    with pytest.raises(ValueError, match="before rows of the second"):
+        stacked_rows(top, bottom, ids[::-1].copy())
