@@ -38,6 +38,39 @@ from samplers.rng import build_streams
 from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
 
 IN_SIMULATOR = cuda.to_device.__module__.startswith("numba.cuda.simulator")
+
+
+def _share_shared_arrays_in_simulator() -> None:
+    """Fix a race in numba's CUDA simulator (0.68): a block's `cuda.shared.array` is made
+    on first use by an unlocked check-then-set, so two threads of a block can each get
+    their own array and scan_chunk_totals then reads zeros across its barrier (a wrong
+    scan total about 1 run in 300 under a short GIL switch interval; it once failed a
+    CI run). The same keying by call site, under a lock. Simulator only."""
+    import sys
+    import threading
+    import traceback
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+    dynamic, lock = kernelapi.FakeCUDAShared.array, threading.Lock()
+
+    def array(self, shape, dtype):
+        if shape == 0:                      # dynamic shared memory: one buffer anyway
+            return dynamic(self, shape, dtype)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        call_site = traceback.extract_stack(sys._getframe(1), limit=1)[0][0:2]
+        with lock:
+            allocation = self._allocations.get(call_site)
+            if allocation is None:
+                allocation = self._allocations[call_site] = np.empty(shape, dtype)
+        return allocation
+
+    kernelapi.FakeCUDAShared.array = array
+
+
+if IN_SIMULATOR:
+    _share_shared_arrays_in_simulator()
 # The simulator runs a thread per Python thread and barriers cost milliseconds each, so
 # the one kernel with a barrier (scan_chunk_totals) uses a small block there.
 SCAN_THREADS = 32 if IN_SIMULATOR else 1024

@@ -237,6 +237,35 @@ def adjacency_split_between_device_and_host(options):
 
 
 @KERNEL_CHECKS
+def shared_array_made_once_per_block(options):
+    """numba's simulator makes a block's `cuda.shared.array` with an unlocked
+    check-then-set; samplers/gpu_kernels.py serialises it, since scan_chunk_totals shares
+    values through one across a barrier (the race once failed a CI run with a wrong scan
+    total). A lookup that yields between the check and the set makes every thread race."""
+    import threading
+    import time
+    from numba.cuda.simulator import kernelapi
+    import samplers.gpu_kernels  # noqa: F401  (applies the fix in the simulator)
+
+    class SlowLookup(dict):
+        def get(self, key, default=None):
+            found = super().get(key, default)
+            time.sleep(0.01)                    # the other threads look up meanwhile
+            return found
+
+    shared = kernelapi.FakeCUDAShared(0)
+    shared._allocations = SlowLookup()
+    arrays = []
+    threads = [threading.Thread(target=lambda: arrays.append(shared.array(4, np.int64)))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len({id(a) for a in arrays}) == 1, "threads of one block got different arrays"
+
+
+@KERNEL_CHECKS
 def buffers_reused_across_batches(options):
     """Growing workspaces/hash table, then smaller batches, then on-device output: every
     batch equals the reference; host x stays valid for num_buffers - 1 more calls."""
