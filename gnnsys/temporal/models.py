@@ -89,7 +89,10 @@ class RecurrentUpdater(nn.Module):
 
 class MailboxAttentionUpdater(nn.Module):
     """APAN: s' = LayerNorm(s + attention(query = s, keys/values = mails + phi(t - mail_ts)))
-    at each root's query time t (TGL's transformer updater), so it runs per occurrence."""
+    at each root's query time t (TGL's transformer updater), so it runs per occurrence.
+    Keys and values are projections of the slots [mail || phi], applied where they are
+    cheapest, as in AttentionEmbedding: W_k onto each root's query, W_v after the
+    weighted sum (per root instead of per mailbox slot; the same function)."""
 
     def __init__(self, memory_dim: int, mail_dim: int, time_dim: int, heads: int,
                  dropout: float):
@@ -105,9 +108,17 @@ class MailboxAttentionUpdater(nn.Module):
     def forward(self, memory, mailbox, mail_ts, query_time):
         valid = mail_ts >= 0                                 # [R, m] filled slots
         age = (query_time.unsqueeze(1) - mail_ts).clamp(min=0)
-        key, value = self.key_value(torch.cat([mailbox, self.time_encoder(age)], 2)).chunk(2, -1)
-        value = value + self.value_bias
-        out = self.norm(memory + self.attention(self.query(memory), key, value, valid))
+        slots = torch.cat([mailbox, self.time_encoder(age)], 2)          # [R, m, Z]
+        heads, head_dim = self.attention.heads, self.attention.head_dim
+        q = self.query(memory).view(-1, heads, head_dim)
+        w_key, w_value = self.key_value.weight.view(2, heads, head_dim, -1).unbind(0)
+        weights = self.attention.weights(
+            torch.einsum("rmz,rhz->rmh", slots, torch.einsum("rhd,hdz->rhz", q, w_key)), valid)
+        # sum_j a_j (W_v z_j + b) = W_v (sum_j a_j z_j) + b sum_j a_j (dropout: sum != 1)
+        attended = torch.einsum("rhz,hdz->rhd", torch.einsum("rmh,rmz->rhz", weights, slots),
+                                w_value) + \
+            weights.sum(1).unsqueeze(-1) * self.value_bias.view(heads, head_dim)
+        out = self.norm(memory + self.attention.project(attended, valid))
         return torch.where(valid.any(1, keepdim=True), out, memory)
 
 
