@@ -111,22 +111,20 @@ class MailboxAttentionUpdater(nn.Module):
         slots = torch.cat([mailbox, self.time_encoder(age)], 2)          # [R, m, Z]
         heads, head_dim = self.attention.heads, self.attention.head_dim
         q = self.query(memory).view(-1, heads, head_dim)
-        w_key, w_value = self.key_value.weight.view(2, heads, head_dim, -1).unbind(0)
         weights = self.attention.weights(
-            torch.einsum("rmz,rhz->rmh", slots, torch.einsum("rhd,hdz->rhz", q, w_key)), valid)
+            self.attention.projected_dots(q, slots, self.key_value.weight), valid)
         # sum_j a_j (W_v z_j + b) = W_v (sum_j a_j z_j) + b sum_j a_j (dropout: sum != 1)
-        attended = torch.einsum("rhz,hdz->rhd", torch.einsum("rmh,rmz->rhz", weights, slots),
-                                w_value) + \
+        attended = self.attention.projected_values(weights, slots, self.key_value.weight) + \
             weights.sum(1).unsqueeze(-1) * self.value_bias.view(heads, head_dim)
         out = self.norm(memory + self.attention.project(attended, valid))
         return torch.where(valid.any(1, keepdim=True), out, memory)
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention of one projected query over k masked projected slots, with an
-    output projection; a query with no valid slot gets zero (TGN zeroes neighbourless
-    nodes' attention output). Projections are left to the caller so it can apply them
-    where they are cheapest (per unique vertex rather than per occurrence)."""
+    """The steps of multi-head attention of one projected query over k masked slots, with
+    an output projection; a query with no valid slot gets zero (TGN zeroes neighbourless
+    nodes' attention output). Callers compose them so that each projection is applied
+    where it is cheapest (per unique vertex, or per root instead of per slot)."""
 
     def __init__(self, dim: int, heads: int, dropout: float):
         super().__init__()
@@ -137,13 +135,21 @@ class MultiHeadAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, query, key, value, mask):
-        n, k = mask.shape
-        q = query.view(n, 1, self.heads, self.head_dim)
-        key = key.reshape(n, k, self.heads, self.head_dim)
-        value = value.reshape(n, k, self.heads, self.head_dim)
-        weights = self.weights((q * key).sum(-1), mask)                  # [n, k, heads]
-        return self.project((weights.unsqueeze(-1) * value).sum(1), mask)
+    def projected_dots(self, q, slots, weight):
+        """q . (W_k z_j) for every slot z_j, where W_k is the key half of `weight`
+        [2 * dim, Z] (key rows, then value rows): computed as (W_k^T q) . z_j, so W_k
+        meets each query once instead of every slot. q [n, heads, head_dim], slots
+        [n, k, Z] -> [n, k, heads]."""
+        w_key = weight.view(2, self.heads, self.head_dim, -1)[0]
+        return torch.einsum("nkz,nhz->nkh", slots, torch.einsum("nhd,hdz->nhz", q, w_key))
+
+    def projected_values(self, weights, slots, weight):
+        """sum_j a_j W_v z_j per head, computed as W_v (sum_j a_j z_j), W_v the value half
+        of `weight`: W_v meets each query once instead of every slot. weights
+        [n, k, heads], slots [n, k, Z] -> [n, heads, head_dim]."""
+        w_value = weight.view(2, self.heads, self.head_dim, -1)[1]
+        return torch.einsum("nhz,hdz->nhd", torch.einsum("nkh,nkz->nhz", weights, slots),
+                            w_value)
 
     def weights(self, dots, mask):
         """Attention weights [n, k, heads] from query-key dot products [n, k, heads]:
@@ -200,7 +206,7 @@ class AttentionEmbedding(nn.Module):
         zero = self.time_encoder(torch.zeros(1, dtype=torch.float64, device=x.device))
         query = F.linear(x_root, self.query.weight[:, :m]) + \
             F.linear(zero, self.query.weight[:, m:], self.query.bias)
-        q = query.view(n, 1, heads, head_dim)
+        q = query.view(n, heads, head_dim)
 
         def dense(filled):                         # [filled slots, ...] -> [n, k, ...]
             return filled.new_zeros(n * k, *filled.shape[1:]) \
@@ -211,13 +217,12 @@ class AttentionEmbedding(nn.Module):
             vertex = vertex + self.kv_edge(neighbors["edge"])
         key, value = dense(vertex).view(n, k, 2, heads, head_dim).unbind(2)
         phi = dense(self.time_encoder(neighbors["dt"]))                   # [n, k, T]
-        time_key, time_value = self.kv_time.weight.view(2, heads, head_dim, -1).unbind(0)
-        q_time = torch.einsum("nhd,hdt->nht", q.squeeze(1), time_key)
         weights = self.attention.weights(
-            (q * key).sum(-1) + torch.einsum("nkt,nht->nkh", phi, q_time), mask)
-        w = weights.unsqueeze(-1)                                         # [n, k, heads, 1]
-        attended = (w * (value + self.value_bias.view(heads, head_dim))).sum(1) + \
-            torch.einsum("nht,hdt->nhd", torch.einsum("nkh,nkt->nht", weights, phi), time_value)
+            (q.unsqueeze(1) * key).sum(-1)
+            + self.attention.projected_dots(q, phi, self.kv_time.weight), mask)
+        value = value + self.value_bias.view(heads, head_dim)
+        attended = (weights.unsqueeze(-1) * value).sum(1) + \
+            self.attention.projected_values(weights, phi, self.kv_time.weight)
         return self.merge(torch.cat([self.attention.project(attended, mask), x_root], 1))
 
 

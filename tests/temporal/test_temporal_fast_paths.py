@@ -1,12 +1,29 @@
-"""The faster TGN attention embedding and time encoder against their plain formulas: phi(0) folded into the
-query bias, gathers by index_select, the query projected only for the roots."""
+"""The fast TGN / APAN attention and time encoder against their plain formulas: phi(0)
+folded into the query bias, gathers by index_select, the query projected only for the
+roots, key and value projections applied per root instead of per slot."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
 from gnnsys.temporal.models import AttentionEmbedding, MailboxAttentionUpdater, TimeEncoder
+
+
+def plain_attention(attention, query, key, value, mask):
+    """Masked multi-head attention over per-slot keys and values, written plainly (no
+    dropout: the modules under test are in eval mode or have none)."""
+    n, k = mask.shape
+    heads, d = attention.heads, attention.head_dim
+    logits = (query.view(n, 1, heads, d) * key.reshape(n, k, heads, d)).sum(-1) / math.sqrt(d)
+    logits = logits.masked_fill(~mask.unsqueeze(-1), float("-inf"))
+    any_valid = mask.any(1)
+    logits = torch.where(any_valid.view(n, 1, 1), logits, torch.zeros_like(logits))
+    weights = torch.softmax(logits, dim=1)
+    out = (weights.unsqueeze(-1) * value.reshape(n, k, heads, d)).sum(1).reshape(n, heads * d)
+    return attention.out(out) * any_valid.unsqueeze(1)
 
 
 def plain_attention_embedding(module: AttentionEmbedding, x, root_index, neighbors):
@@ -19,7 +36,8 @@ def plain_attention_embedding(module: AttentionEmbedding, x, root_index, neighbo
     filled = module.kv_vertex(x)[neighbors["row"]] + module.kv_time(phi(neighbors["dt"]))
     kv = filled.new_zeros(n * k, filled.shape[1]).index_copy(0, neighbors["slot"], filled)
     key, value = kv.view(n, k, -1).chunk(2, -1)
-    attended = module.attention(query, key, value + module.value_bias, neighbors["mask"])
+    attended = plain_attention(module.attention, query, key, value + module.value_bias,
+                               neighbors["mask"])
     return module.merge(torch.cat([attended, x[root_index]], 1))
 
 
@@ -80,7 +98,8 @@ def plain_mailbox_update(module: MailboxAttentionUpdater, memory, mailbox, mail_
     valid = mail_ts >= 0
     age = (query_time.unsqueeze(1) - mail_ts).clamp(min=0)
     key, value = module.key_value(torch.cat([mailbox, module.time_encoder(age)], 2)).chunk(2, -1)
-    attended = module.attention(module.query(memory), key, value + module.value_bias, valid)
+    attended = plain_attention(module.attention, module.query(memory), key,
+                               value + module.value_bias, valid)
     return torch.where(valid.any(1, keepdim=True), module.norm(memory + attended), memory)
 
 
