@@ -74,10 +74,13 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
     there), given `inverse` (needed == fetched ids[inverse]) from the exchange.
 
     Only the filled neighbour slots travel, so the model never computes an empty one:
-    neighbors = dict(mask [R, k] bool, slot [V] flat position r * k + j of each filled slot,
-    row [V] its vertex's fetched row, event [V] its event id, dt [V] float32 gap to the
-    root's time). The gap is taken in float64 seconds on the host and cast to float32 on
-    the device, so it keeps its relative precision however large the absolute times are."""
+    neighbors = dict(mask [R, k] bool, indptr [R + 1] each root's run of filled slots,
+    slot [V] flat position r * k + j of each filled slot, row [V] its vertex's fetched row,
+    event [V] its event id, and the times the time encoding needs as two tables:
+    root_tau [b] each event's time and neighbor_tau [E] each distinct neighbour time, both
+    float64 seconds after the batch's first event, with ridx [R] / tidx [V] pointing roots /
+    slots into them (`slot_gaps` gives each slot's gap to its root). Taken on the host in
+    float64, so they keep whole seconds however large the absolute times are."""
     roots = batch.num_roots
     root_time = batch.root_time
     ints, floats = [inverse[:roots], batch.events], [root_time]
@@ -85,8 +88,14 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
     if n is not None:
         k = n.nodes.shape[1]
         slot = np.flatnonzero(n.mask)        # row-major, the order of batch.needed's slots
-        ints += [slot, inverse[roots:], n.events.reshape(-1)[slot]]
-        floats.append(root_time[slot // k] - n.times.reshape(-1)[slot])
+        base = batch.time[0] if len(batch.time) else 0.0
+        neighbor_time, tidx = np.unique(n.times.reshape(-1)[slot], return_inverse=True)
+        b = len(batch.src)
+        ridx = np.concatenate([np.arange(b), np.arange(b),
+                               np.repeat(np.arange(b), batch.negatives.shape[1])])
+        indptr = np.concatenate([[0], np.cumsum(n.mask.sum(1))])
+        ints += [slot, inverse[roots:], n.events.reshape(-1)[slot], indptr, ridx, tidx]
+        floats += [batch.time - base, neighbor_time - base]
     if batch.pair_count is not None:
         floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
     int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
@@ -95,16 +104,23 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         .split([len(a) for a in floats])
     neighbors = None
     if n is not None:
-        slot, row, event = int_parts[2:]
+        slot, row, event, indptr, ridx, tidx = int_parts[2:]
         mask = torch.zeros(roots * k, dtype=torch.bool, device=slot.device)
         mask = mask.index_fill_(0, slot, True).view(roots, k)
-        neighbors = dict(mask=mask, slot=slot, row=row, event=event,
-                         dt=float_parts[1].float())
+        neighbors = dict(mask=mask, indptr=indptr, slot=slot, row=row, event=event, ridx=ridx,
+                         tidx=tidx, root_tau=float_parts[1], neighbor_tau=float_parts[2])
     pairs = None
     if batch.pair_count is not None:
         pairs = (float_parts[-2].float(), float_parts[-1].float())
     return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
                        neighbors=neighbors, pairs=pairs)
+
+
+def slot_gaps(neighbors: dict) -> torch.Tensor:
+    """float64 seconds from each filled slot's event to its root's query time."""
+    k = neighbors["mask"].shape[1]
+    root = neighbors["ridx"][torch.div(neighbors["slot"], k, rounding_mode="floor")]
+    return neighbors["root_tau"][root] - neighbors["neighbor_tau"][neighbors["tidx"]]
 
 
 class BatchPlanner:

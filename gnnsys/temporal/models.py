@@ -22,7 +22,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .batch import slot_gaps
 from .memory import RowLayout
+from .slot_attention import angle_tables, slot_attention
 
 ARCHS = ("tgn", "jodie", "apan")
 
@@ -69,13 +71,18 @@ class _CosineTimeEncoding(torch.autograd.Function):
 
 
 class RecurrentUpdater(nn.Module):
-    """TGN (GRU) / JODIE (RNN): s' = cell([mail || phi(mail_ts - mem_ts)], s) if mail pending."""
+    """TGN (GRU) / JODIE (RNN): s' = cell([mail || phi(mail_ts - mem_ts)], s) if mail pending.
+
+    The cell's input projection is applied to the mail and to phi separately (the same
+    weights, split by column): the mail and the memory are data, so the backward then
+    computes no gradient for the mail's 200 columns, only for phi's."""
 
     def __init__(self, memory_dim: int, mail_dim: int, time_dim: int, cell: str):
         super().__init__()
         self.time_encoder = TimeEncoder(time_dim)
         cls = {"gru": nn.GRUCell, "rnn": nn.RNNCell}[cell]
         self.cell = cls(mail_dim + time_dim, memory_dim)
+        self.mail_dim = mail_dim
 
     def forward(self, memory, mem_ts, mailbox, mail_ts):
         latest = mail_ts.argmax(1)                           # the newest slot of the ring
@@ -83,8 +90,23 @@ class RecurrentUpdater(nn.Module):
         mail, ts = mailbox[rows, latest], mail_ts[rows, latest]
         pending = ts >= 0
         dt = (ts - mem_ts).clamp(min=0)
-        updated = self.cell(torch.cat([mail, self.time_encoder(dt)], dim=1), memory)
+        updated = self._cell(mail, self.time_encoder(dt), memory)
         return torch.where(pending.unsqueeze(1), updated, memory)
+
+    def _cell(self, mail, phi, memory):
+        """nn.GRUCell / nn.RNNCell (tanh) of [mail || phi] and memory, PyTorch's gate
+        formulas, with the input projection split between mail and phi."""
+        cell, m = self.cell, self.mail_dim
+        gi = F.linear(mail, cell.weight_ih[:, :m]) + F.linear(phi, cell.weight_ih[:, m:],
+                                                             cell.bias_ih)
+        gh = F.linear(memory, cell.weight_hh, cell.bias_hh)
+        if isinstance(cell, nn.RNNCell):
+            return torch.tanh(gi + gh)
+        i_r, i_z, i_n = gi.chunk(3, 1)
+        h_r, h_z, h_n = gh.chunk(3, 1)
+        reset, update = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        candidate = torch.tanh(i_n + reset * h_n)
+        return candidate + update * (memory - candidate)      # (1 - z) n + z h
 
 
 class MailboxAttentionUpdater(nn.Module):
@@ -177,7 +199,9 @@ class AttentionEmbedding(nn.Module):
     - the time part never per slot: a key's time part enters only through q . W_k phi =
       (W_k^T q) . phi, so W_k goes onto the root's query; a value's through
       sum_j a_j W_v phi_j = W_v sum_j a_j phi_j, so W_v goes after the weighted sum.
-      Per batch that is ~600 roots instead of ~6,000 slots through each projection."""
+      Per batch that is ~600 roots instead of ~6,000 slots through each projection.
+    On CPU the per-slot part is one fused kernel that never evaluates phi per slot
+    (`slot_attention`); on other devices the same function runs as tensor operations."""
 
     def __init__(self, memory_dim: int, edge_dim: int, time_dim: int, out_dim: int, heads: int,
                  dropout: float):
@@ -198,7 +222,7 @@ class AttentionEmbedding(nn.Module):
         """neighbors: the filled slots only (`batch.to_device`); an empty slot is never
         projected: it stays zero and the attention masks it out."""
         mask = neighbors["mask"]
-        n, k = mask.shape
+        n = mask.shape[0]
         heads, head_dim = self.attention.heads, self.attention.head_dim
         x_root = x.index_select(0, root_index)     # index_select: its backward is index_add
         # query of [x || phi(0)]: the phi(0) part is one vector shared by every root
@@ -207,23 +231,51 @@ class AttentionEmbedding(nn.Module):
         query = F.linear(x_root, self.query.weight[:, :m]) + \
             F.linear(zero, self.query.weight[:, m:], self.query.bias)
         q = query.view(n, heads, head_dim)
+        kv, row = self.kv_vertex(x), neighbors["row"]
+        if self.kv_edge is not None:               # per slot: each slot has its own edge
+            kv, row = kv.index_select(0, row) + self.kv_edge(neighbors["edge"]), None
+        attend = self._fused if fused_kernel_on(x.device) else self._tensor_ops
+        attended = attend(q, kv, row, neighbors)
+        return self.merge(torch.cat([self.attention.project(attended, mask), x_root], 1))
+
+    def _fused(self, q, kv, row, neighbors):
+        heads, head_dim = self.attention.heads, self.attention.head_dim
+        if row is None:
+            row = torch.arange(len(kv), device=kv.device)
+        w_key, w_value = self.kv_time.weight.view(2, heads, head_dim, -1).unbind(0)
+        qt = torch.einsum("nhd,hdz->nhz", q, w_key)                   # W_k_time^T q
+        tables = angle_tables(self.time_encoder, neighbors["root_tau"],
+                              neighbors["neighbor_tau"], q)
+        keep = self.attention.dropout(q.new_ones(len(row), heads))
+        out_v, phisum, wsum = slot_attention(q.contiguous(), qt.contiguous(), kv.contiguous(),
+                                             tables, neighbors["indptr"], row,
+                                             neighbors["tidx"], neighbors["ridx"], keep)
+        return out_v + wsum.unsqueeze(-1) * self.value_bias.view(heads, head_dim) + \
+            torch.einsum("nhz,hdz->nhd", phisum, w_value)
+
+    def _tensor_ops(self, q, kv, row, neighbors):
+        mask = neighbors["mask"]
+        n, k = mask.shape
+        heads, head_dim = self.attention.heads, self.attention.head_dim
 
         def dense(filled):                         # [filled slots, ...] -> [n, k, ...]
             return filled.new_zeros(n * k, *filled.shape[1:]) \
                 .index_copy(0, neighbors["slot"], filled).view(n, k, *filled.shape[1:])
 
-        vertex = self.kv_vertex(x).index_select(0, neighbors["row"])
-        if self.kv_edge is not None:
-            vertex = vertex + self.kv_edge(neighbors["edge"])
+        vertex = kv if row is None else kv.index_select(0, row)
         key, value = dense(vertex).view(n, k, 2, heads, head_dim).unbind(2)
-        phi = dense(self.time_encoder(neighbors["dt"]))                   # [n, k, T]
+        phi = dense(self.time_encoder(slot_gaps(neighbors)))             # [n, k, T]
         weights = self.attention.weights(
             (q.unsqueeze(1) * key).sum(-1)
             + self.attention.projected_dots(q, phi, self.kv_time.weight), mask)
         value = value + self.value_bias.view(heads, head_dim)
-        attended = (weights.unsqueeze(-1) * value).sum(1) + \
+        return (weights.unsqueeze(-1) * value).sum(1) + \
             self.attention.projected_values(weights, phi, self.kv_time.weight)
-        return self.merge(torch.cat([self.attention.project(attended, mask), x_root], 1))
+
+
+def fused_kernel_on(device: torch.device) -> bool:
+    """Whether TGN's attention runs as `slot_attention`'s kernel (numba, CPU only)."""
+    return device.type == "cpu"
 
 
 class TimeProjection(nn.Module):

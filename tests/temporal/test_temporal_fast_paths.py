@@ -1,6 +1,7 @@
 """The fast TGN / APAN attention and time encoder against their plain formulas: phi(0)
 folded into the query bias, gathers by index_select, the query projected only for the
-roots, key and value projections applied per root instead of per slot."""
+roots, key and value projections applied per root instead of per slot, and the fused CPU
+kernel (`slot_attention`) with its angle-sum time tables."""
 from __future__ import annotations
 
 import math
@@ -9,7 +10,12 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+import pytest
+
+from gnnsys.temporal import models
+from gnnsys.temporal.batch import slot_gaps
 from gnnsys.temporal.models import AttentionEmbedding, MailboxAttentionUpdater, TimeEncoder
+from gnnsys.temporal.slot_attention import angle_tables, slot_attention
 
 
 def plain_attention(attention, query, key, value, mask):
@@ -33,7 +39,7 @@ def plain_attention_embedding(module: AttentionEmbedding, x, root_index, neighbo
     phi = module.time_encoder
     zero = phi(torch.zeros(1)).expand(len(x), -1)
     query = module.query(torch.cat([x, zero], 1))[root_index]
-    filled = module.kv_vertex(x)[neighbors["row"]] + module.kv_time(phi(neighbors["dt"]))
+    filled = module.kv_vertex(x)[neighbors["row"]] + module.kv_time(phi(slot_gaps(neighbors)))
     kv = filled.new_zeros(n * k, filled.shape[1]).index_copy(0, neighbors["slot"], filled)
     key, value = kv.view(n, k, -1).chunk(2, -1)
     attended = plain_attention(module.attention, query, key, value + module.value_bias,
@@ -41,7 +47,27 @@ def plain_attention_embedding(module: AttentionEmbedding, x, root_index, neighbo
     return module.merge(torch.cat([attended, x[root_index]], 1))
 
 
-def test_attention_embedding_matches_the_plain_formula():
+def random_slots(roots: int, k: int, vertices: int, fill: float = 0.7, seed: int = 0):
+    """Neighbour slots as `batch.to_device` ships them, with gaps up to ~1e6 s and
+    neighbour times shared between slots (as repeated pairs make them)."""
+    g = torch.Generator().manual_seed(seed)
+    mask = torch.rand(roots, k, generator=g) < fill
+    mask[2] = False                                  # a root without neighbours
+    slot = torch.from_numpy(np.flatnonzero(mask.numpy()))
+    events = max(roots // 2, 1)
+    neighbor_tau = -torch.rand(max(len(slot) // 2, 1), generator=g,
+                               dtype=torch.float64).mul(1e6).round()
+    return dict(mask=mask, slot=slot, row=torch.randint(0, vertices, (len(slot),), generator=g),
+                indptr=torch.cat([torch.zeros(1, dtype=torch.long), mask.sum(1).cumsum(0)]),
+                ridx=torch.randint(0, events, (roots,), generator=g),
+                tidx=torch.randint(0, len(neighbor_tau), (len(slot),), generator=g),
+                root_tau=torch.rand(events, generator=g, dtype=torch.float64).mul(3e3).round(),
+                neighbor_tau=neighbor_tau, edge=None)
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "tensor-ops"])
+def test_attention_embedding_matches_the_plain_formula(fused, monkeypatch):
+    monkeypatch.setattr(models, "fused_kernel_on", lambda device: fused)
     torch.manual_seed(1)
     module = AttentionEmbedding(memory_dim=6, edge_dim=0, time_dim=8, out_dim=6, heads=2,
                                 dropout=0.1).eval()
@@ -49,11 +75,7 @@ def test_attention_embedding_matches_the_plain_formula():
         module.time_encoder.bias.normal_()
         module.value_bias.normal_()
     vertices, roots, k = 7, 5, 3
-    mask = torch.rand(roots, k) > 0.3
-    mask[2] = False                                  # a root without neighbours
-    slot = torch.from_numpy(np.flatnonzero(mask.numpy()))
-    neighbors = dict(mask=mask, slot=slot, row=torch.randint(0, vertices, (len(slot),)),
-                     dt=(torch.rand(len(slot)) * 1e6).float(), edge=None)
+    neighbors = random_slots(roots, k, vertices)
     root_index = torch.tensor([0, 3, 3, 6, 1])
     outs, grads = [], []
     for fn in (module.forward, lambda *a: plain_attention_embedding(module, *a)):
@@ -67,6 +89,78 @@ def test_attention_embedding_matches_the_plain_formula():
     assert torch.allclose(outs[0], outs[1], atol=1e-5)
     for fast, plain in zip(*grads):
         assert torch.allclose(fast, plain, atol=1e-5, rtol=1e-4)
+
+
+def plain_slot_attention(q, qt, kv, encoder, neighbors, keep):
+    """`slot_attention`'s contract written per slot: phi(gap) by the encoder's own formula,
+    masked softmax over each root's slots, dropped-out weights."""
+    n, heads, dim = q.shape
+    k = neighbors["mask"].shape[1]
+    phi = torch.cos(slot_gaps(neighbors).unsqueeze(-1) * encoder.weight + encoder.bias)
+    root = torch.div(neighbors["slot"], k, rounding_mode="floor")
+    key, value = kv[neighbors["row"]].view(-1, 2, heads, dim).unbind(1)
+    logits = ((q[root] * key).sum(-1) + (qt[root] * phi.unsqueeze(1)).sum(-1)) / math.sqrt(dim)
+    dense = torch.full((n * k, heads), float("-inf"), dtype=q.dtype)
+    dense[neighbors["slot"]] = logits
+    prob = torch.softmax(dense.view(n, k, heads), 1).view(n * k, heads)[neighbors["slot"]]
+    weight = prob.nan_to_num() * keep                       # rows without slots: 0
+    out_v = torch.zeros(n, heads, dim, dtype=q.dtype).index_add(0, root, weight.unsqueeze(-1) * value)
+    phisum = torch.zeros_like(qt).index_add(0, root, weight.unsqueeze(-1) * phi.unsqueeze(1))
+    wsum = torch.zeros(n, heads, dtype=q.dtype).index_add(0, root, weight)
+    return out_v, phisum, wsum
+
+
+def test_slot_attention_kernel_matches_the_plain_formula():
+    """The numba kernel pair and the angle tables against the per-slot formula in float64
+    (the kernels are dtype-generic), with dropout's keep mask, repeated vertices and
+    neighbour times, and a root without slots: outputs and the gradients of q, qt, the
+    vertex keys / values and the encoder's w and b."""
+    torch.manual_seed(4)
+    heads, dim, t_dim, roots, k, vertices = 2, 3, 5, 6, 4, 5
+    neighbors = random_slots(roots, k, vertices, seed=3)
+    encoder = TimeEncoder(t_dim)
+    with torch.no_grad():
+        encoder.bias.normal_()
+    keep = (torch.rand(len(neighbors["slot"]), heads) > 0.3).double() / 0.7
+    upstream = [torch.randn(roots, heads, dim, dtype=torch.float64),
+                torch.randn(roots, heads, t_dim, dtype=torch.float64),
+                torch.randn(roots, heads, dtype=torch.float64)]
+    results = []
+    for fused in (True, False):
+        g = torch.Generator().manual_seed(5)
+        q, qt, kv = (torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)
+                     for shape in [(roots, heads, dim), (roots, heads, t_dim),
+                                   (vertices, 2 * heads * dim)])
+        encoder.zero_grad()
+        if fused:
+            tables = angle_tables(encoder, neighbors["root_tau"], neighbors["neighbor_tau"], q)
+            outs = slot_attention(q, qt, kv, tables, neighbors["indptr"], neighbors["row"],
+                                  neighbors["tidx"], neighbors["ridx"], keep)
+        else:
+            outs = plain_slot_attention(q, qt, kv, encoder, neighbors, keep)
+        sum((o * u).sum() for o, u in zip(outs, upstream)).backward()
+        results.append([o.detach() for o in outs] +
+                       [q.grad, qt.grad, kv.grad, encoder.weight.grad, encoder.bias.grad])
+    assert results[0][2][2].abs().sum() == 0             # root 2 has no slots
+    for fast, plain in zip(*results):
+        assert torch.allclose(fast, plain, rtol=1e-9, atol=1e-9 * plain.abs().max()), \
+            (fast - plain).abs().max()
+
+
+def test_slot_attention_ops_pass_torch_opcheck():
+    """The custom ops' registrations (fake shapes for torch.compile, autograd) are sound."""
+    from gnnsys.temporal.slot_attention import _angle_tables, _slot_attention
+    neighbors = random_slots(4, 3, 5, seed=6)
+    q, qt = torch.randn(4, 2, 3, requires_grad=True), torch.randn(4, 2, 5, requires_grad=True)
+    kv = torch.randn(5, 12, requires_grad=True)
+    encoder = TimeEncoder(5)
+    tables = [t.detach().requires_grad_() for t in
+              angle_tables(encoder, neighbors["root_tau"], neighbors["neighbor_tau"], q)]
+    torch.library.opcheck(_slot_attention, (q, qt, kv, *tables, neighbors["indptr"],
+                                            neighbors["row"], neighbors["tidx"],
+                                            neighbors["ridx"], torch.ones(len(neighbors["row"]), 2)))
+    torch.library.opcheck(_angle_tables, (neighbors["root_tau"], neighbors["neighbor_tau"],
+                                          encoder.weight, encoder.bias, q))
 
 
 def test_time_encoder_matches_autograd_on_the_plain_formula():
@@ -129,3 +223,31 @@ def test_mailbox_attention_matches_the_plain_formula():
     assert torch.allclose(outs[0], outs[1], rtol=1e-9, atol=1e-12)
     for fast, plain in zip(*grads):
         assert torch.allclose(fast, plain, rtol=1e-6, atol=1e-12)
+
+
+@pytest.mark.parametrize("cell", ["gru", "rnn"])
+def test_recurrent_update_matches_torch_cell_on_the_concatenation(cell):
+    """The split input projection against nn.GRUCell / nn.RNNCell on [mail || phi]: the
+    same outputs and parameter gradients; a vertex without mail keeps its memory."""
+    from gnnsys.temporal.models import RecurrentUpdater
+    torch.manual_seed(7)
+    updater = RecurrentUpdater(memory_dim=8, mail_dim=12, time_dim=6, cell=cell)
+    memory = torch.randn(20, 8)
+    mem_ts = torch.rand(20, dtype=torch.float64) * 100
+    mailbox = torch.randn(20, 1, 12)
+    mail_ts = mem_ts.unsqueeze(1) + torch.rand(20, 1, dtype=torch.float64) * 50
+    mail_ts[3] = -1
+    results = []
+    for fast in (True, False):
+        updater.zero_grad()
+        if fast:
+            out = updater(memory, mem_ts, mailbox, mail_ts)
+        else:
+            phi = updater.time_encoder((mail_ts[:, 0] - mem_ts).clamp(min=0))
+            out = updater.cell(torch.cat([mailbox[:, 0], phi], 1), memory)
+            out = torch.where((mail_ts[:, 0] >= 0).unsqueeze(1), out, memory)
+        F.mse_loss(out, torch.ones_like(out)).backward()
+        results.append([out.detach()] + [p.grad.clone() for p in updater.parameters()])
+    assert torch.equal(results[0][0][3], memory[3])
+    for fast, plain in zip(*results):
+        assert torch.allclose(fast, plain, atol=1e-6, rtol=1e-5)
