@@ -24,7 +24,7 @@ from torch.nn import functional as F
 
 from .batch import slot_gaps
 from .memory import RowLayout
-from .slot_attention import angle_tables, slot_attention
+from .slot_attention import slot_attention
 
 ARCHS = ("tgn", "jodie", "apan")
 
@@ -244,11 +244,10 @@ class AttentionEmbedding(nn.Module):
             row = torch.arange(len(kv), device=kv.device)
         w_key, w_value = self.kv_time.weight.view(2, heads, head_dim, -1).unbind(0)
         qt = torch.einsum("nhd,hdz->nhz", q, w_key)                   # W_k_time^T q
-        tables = angle_tables(self.time_encoder, neighbors["root_tau"],
-                              neighbors["neighbor_tau"], q)
         keep = self.attention.dropout(q.new_ones(len(row), heads))
         out_v, phisum, wsum = slot_attention(q.contiguous(), qt.contiguous(), kv.contiguous(),
-                                             tables, neighbors["indptr"], row,
+                                             self.time_encoder, neighbors["root_tau"],
+                                             neighbors["neighbor_tau"], neighbors["indptr"], row,
                                              neighbors["tidx"], neighbors["ridx"], keep)
         return out_v + wsum.unsqueeze(-1) * self.value_bias.view(heads, head_dim) + \
             torch.einsum("nhz,hdz->nhd", phisum, w_value)

@@ -7,18 +7,19 @@ The slot's time encoding is phi(t_r - t_j) = cos(w (t_r - t_j) + b), and by the 
 
 so cos / sin are taken once per root time (A, B) and once per distinct neighbour time
 (C, S) instead of once per slot and again in the backward: on wikipedia ~200 root times and
-~2,700 neighbour times against ~5,700 slots. Times are seconds relative to the batch's
-first event, in float64, so the phases are as exact as the per-slot formula's; the tables
-are float32 like its output (`angle_tables`; its w- and b-gradients sum in float64).
+~2,700 neighbour times against ~5,700 slots. Times are float64 seconds after the batch's
+first event and the phases float64, as in `TimeEncoder`; the tables are float32 like its
+output. The backward needs sin(phase) = B_r C_j - A_r S_j per slot, and sums the w- and
+b-gradients over the slots in float64 (terms of size gap that cancel), as `TimeEncoder` does.
 
-Per root, `slot_attention` computes the logits q . k_j + qt . phi_j (qt = W_k_time^T q,
-the time part of the key projected onto the query), the masked softmax, dropout, and the
-weighted sums of the slots' vertex values and of their phi (the caller applies W_v_time to
-that sum once per root): one pass over the root's slots with its phi rows in cache, where
-the tensor formulation makes ~10 passes over [slots x 200] arrays and their gradients.
-The backward recomputes phi the same way. `AttentionEmbedding` uses it on CPU; elsewhere
-(GPU) it runs the same function as tensor operations, and the tests hold both to the
-plain per-slot formula.
+Per root, the kernel computes the logits q . k_j + qt . phi_j (qt = W_k_time^T q, the time
+part of the key projected onto the query), the softmax over the root's slots, dropout, and
+the weighted sums of the slots' vertex values and of their phi (the caller applies
+W_v_time to that sum once per root): one pass over the root's slots with their phi rows in
+cache, where the tensor formulation makes ~10 passes over [slots x 200] arrays and their
+gradients. The backward recomputes phi the same way. `AttentionEmbedding` uses it on CPU;
+elsewhere (GPU) it runs the same function as tensor operations, and the tests hold both to
+the plain per-slot formula.
 """
 from __future__ import annotations
 
@@ -28,49 +29,6 @@ import numpy as np
 import torch
 from numba import njit
 from torch import Tensor
-
-
-# ----------------------------------------------------------------------- time tables
-# An opaque op, so torch.compile keeps the saved tables instead of recomputing cos / sin
-# in the backward.
-@torch.library.custom_op("gnnsys::angle_tables", mutates_args=())
-def _angle_tables(root_tau: Tensor, neighbor_tau: Tensor, weight: Tensor, bias: Tensor,
-                  like: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    root_phase = torch.addcmul(bias, root_tau.unsqueeze(-1), weight)
-    neighbor_phase = neighbor_tau.unsqueeze(-1) * weight
-    return tuple(f(phase).to(like.dtype) for phase in (root_phase, neighbor_phase)
-                 for f in (torch.cos, torch.sin))
-
-
-@_angle_tables.register_fake
-def _(root_tau, neighbor_tau, weight, bias, like):
-    return tuple(like.new_empty(len(tau), len(weight)) for tau in (root_tau, root_tau,
-                                                                   neighbor_tau, neighbor_tau))
-
-
-def _angle_tables_setup(ctx, inputs, output):
-    ctx.save_for_backward(inputs[0], inputs[1], *output)
-
-
-def _angle_tables_backward(ctx, g_a, g_b, g_c, g_s):
-    root_tau, neighbor_tau, a, b, c, s = ctx.saved_tensors
-    # d cos(x)/dx = -sin(x), d sin(x)/dx = cos(x); the products in the tables' dtype, the
-    # sums over times in float64: they add terms of size tau that cancel
-    g_root = (g_b * a - g_a * b).double()                      # dL/d(root phase)
-    g_neighbor = (g_s * c - g_c * s).double()                  # dL/d(neighbour phase)
-    grad_w = root_tau @ g_root + neighbor_tau @ g_neighbor
-    return None, None, grad_w, g_root.sum(0), None
-
-
-_angle_tables.register_autograd(_angle_tables_backward, setup_context=_angle_tables_setup)
-
-
-def angle_tables(encoder, root_tau: Tensor, neighbor_tau: Tensor, like: Tensor):
-    """A, B [roots' times, T] and C, S [neighbours' times, T] of a `TimeEncoder` in the
-    dtype of `like`, for float64 times relative to one reference (any: phi depends only on
-    differences). The phases are float64, as in `TimeEncoder`."""
-    return _angle_tables(root_tau.double(), neighbor_tau.double(), encoder.weight,
-                         encoder.bias, like)
 
 
 # ----------------------------------------------------------------------- the kernels
@@ -120,9 +78,9 @@ def _forward_kernel(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ri
 
 
 @njit(cache=True, nogil=True, fastmath=True)
-def _backward_kernel(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ridx, keep,
-                     prob, g_out_v, g_phisum, g_wsum,
-                     g_q, g_qt, g_kv, g_a, g_b, g_c, g_s, phi, g_phi, g_weight):
+def _backward_kernel(q, qt, kv, root_tau, neighbor_tau, a_tab, b_tab, c_tab, s_tab, indptr,
+                     row, tidx, ridx, keep, prob, g_out_v, g_phisum, g_wsum,
+                     g_q, g_qt, g_kv, g_w, g_b, phi, g_phi, g_weight):
     n, heads, dim = q.shape
     hd = heads * dim
     t_dim = a_tab.shape[1]
@@ -165,11 +123,12 @@ def _backward_kernel(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, r
                 for z in range(t_dim):
                     g_qt[r, h, z] += g_logit * phi[jj, z]
                     g_phi[jj, z] += g_logit * qt[r, h, z]
+            # phi = cos(phase): d phi / d phase = -sin(phase) = A_r S_j - B_r C_j
+            gap = root_tau[ar] - neighbor_tau[e]
             for z in range(t_dim):
-                g_a[ar, z] += g_phi[jj, z] * c_tab[e, z]
-                g_b[ar, z] += g_phi[jj, z] * s_tab[e, z]
-                g_c[e, z] += g_phi[jj, z] * a_tab[ar, z]
-                g_s[e, z] += g_phi[jj, z] * b_tab[ar, z]
+                g_phase = g_phi[jj, z] * (a_tab[ar, z] * s_tab[e, z] - b_tab[ar, z] * c_tab[e, z])
+                g_w[z] += g_phase * gap
+                g_b[z] += g_phase
 
 
 def _np(t: Tensor) -> np.ndarray:
@@ -181,67 +140,90 @@ def _scratch(indptr: Tensor, width: int, dtype) -> np.ndarray:
     return np.empty((max(most, 1), width), dtype=dtype)
 
 
+def _time_tables(root_tau, neighbor_tau, weight, bias, dtype) -> list[Tensor]:
+    """A, B = cos / sin(w tau_root + b) and C, S = cos / sin(w tau_neighbour), float64
+    phases, returned in `dtype`."""
+    root_phase = torch.addcmul(bias, root_tau.unsqueeze(-1), weight)
+    neighbor_phase = neighbor_tau.unsqueeze(-1) * weight
+    return [f(phase).to(dtype) for phase in (root_phase, neighbor_phase)
+            for f in (torch.cos, torch.sin)]
+
+
 @torch.library.custom_op("gnnsys::slot_attention", mutates_args=(), device_types="cpu")
-def _slot_attention(q: Tensor, qt: Tensor, kv: Tensor, a_tab: Tensor, b_tab: Tensor,
-                    c_tab: Tensor, s_tab: Tensor, indptr: Tensor, row: Tensor, tidx: Tensor,
-                    ridx: Tensor, keep: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+def _slot_attention(q: Tensor, qt: Tensor, kv: Tensor, root_tau: Tensor, neighbor_tau: Tensor,
+                    weight: Tensor, bias: Tensor, indptr: Tensor, row: Tensor, tidx: Tensor,
+                    ridx: Tensor, keep: Tensor
+                    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
     n, heads, dim = q.shape
+    tables = _time_tables(root_tau, neighbor_tau, weight, bias, q.dtype)
     out_v, phisum = q.new_zeros(n, heads, dim), qt.new_zeros(qt.shape)
     wsum, prob = q.new_zeros(n, heads), q.new_zeros(len(row), heads)
     np_dtype = out_v.numpy().dtype
-    _forward_kernel(_np(q), _np(qt), _np(kv), _np(a_tab), _np(b_tab), _np(c_tab), _np(s_tab),
-                    _np(indptr), _np(row), _np(tidx), _np(ridx), _np(keep),
+    _forward_kernel(_np(q), _np(qt), _np(kv), *[t.numpy() for t in tables], _np(indptr),
+                    _np(row), _np(tidx), _np(ridx), _np(keep),
                     out_v.numpy(), phisum.numpy(), wsum.numpy(), prob.numpy(),
-                    _scratch(indptr, a_tab.shape[1], np_dtype), _scratch(indptr, heads, np_dtype))
-    return out_v, phisum, wsum, prob
+                    _scratch(indptr, len(weight), np_dtype), _scratch(indptr, heads, np_dtype))
+    return out_v, phisum, wsum, prob, *tables
 
 
 @_slot_attention.register_fake
-def _(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ridx, keep):
+def _(q, qt, kv, root_tau, neighbor_tau, weight, bias, indptr, row, tidx, ridx, keep):
     n, heads, _ = q.shape
+    t_dim = weight.shape[0]
     return (q.new_empty(q.shape), qt.new_empty(qt.shape), q.new_empty(n, heads),
-            q.new_empty(row.shape[0], heads))
+            q.new_empty(row.shape[0], heads), q.new_empty(root_tau.shape[0], t_dim),
+            q.new_empty(root_tau.shape[0], t_dim), q.new_empty(neighbor_tau.shape[0], t_dim),
+            q.new_empty(neighbor_tau.shape[0], t_dim))
 
 
 @torch.library.custom_op("gnnsys::slot_attention_backward", mutates_args=(), device_types="cpu")
-def _slot_attention_backward(q: Tensor, qt: Tensor, kv: Tensor, a_tab: Tensor, b_tab: Tensor,
-                             c_tab: Tensor, s_tab: Tensor, indptr: Tensor, row: Tensor,
-                             tidx: Tensor, ridx: Tensor, keep: Tensor, prob: Tensor,
-                             g_out_v: Tensor, g_phisum: Tensor, g_wsum: Tensor
-                             ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
-    grads = [torch.zeros_like(t) for t in (q, qt, kv, a_tab, b_tab, c_tab, s_tab)]
-    np_dtype = grads[0].numpy().dtype
-    _backward_kernel(_np(q), _np(qt), _np(kv), _np(a_tab), _np(b_tab), _np(c_tab), _np(s_tab),
-                     _np(indptr), _np(row), _np(tidx), _np(ridx), _np(keep), _np(prob),
-                     _np(g_out_v), _np(g_phisum), _np(g_wsum), *[g.numpy() for g in grads],
-                     _scratch(indptr, a_tab.shape[1], np_dtype),
-                     _scratch(indptr, a_tab.shape[1], np_dtype),
+def _slot_attention_backward(q: Tensor, qt: Tensor, kv: Tensor, root_tau: Tensor,
+                             neighbor_tau: Tensor, a_tab: Tensor, b_tab: Tensor, c_tab: Tensor,
+                             s_tab: Tensor, indptr: Tensor, row: Tensor, tidx: Tensor,
+                             ridx: Tensor, keep: Tensor, prob: Tensor, g_out_v: Tensor,
+                             g_phisum: Tensor, g_wsum: Tensor
+                             ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    g_q, g_qt, g_kv = (torch.zeros_like(t) for t in (q, qt, kv))
+    g_w, g_b = (root_tau.new_zeros(a_tab.shape[1]) for _ in range(2))   # float64 sums
+    np_dtype = g_q.numpy().dtype
+    t_dim = a_tab.shape[1]
+    _backward_kernel(_np(q), _np(qt), _np(kv), _np(root_tau), _np(neighbor_tau), _np(a_tab),
+                     _np(b_tab), _np(c_tab), _np(s_tab), _np(indptr), _np(row), _np(tidx),
+                     _np(ridx), _np(keep), _np(prob), _np(g_out_v), _np(g_phisum), _np(g_wsum),
+                     g_q.numpy(), g_qt.numpy(), g_kv.numpy(), g_w.numpy(), g_b.numpy(),
+                     _scratch(indptr, t_dim, np_dtype), _scratch(indptr, t_dim, np_dtype),
                      _scratch(indptr, q.shape[1], np_dtype))
-    return tuple(grads)
+    return g_q, g_qt, g_kv, g_w, g_b
 
 
 @_slot_attention_backward.register_fake
-def _(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ridx, keep, prob,
-      g_out_v, g_phisum, g_wsum):
-    return tuple(t.new_empty(t.shape) for t in (q, qt, kv, a_tab, b_tab, c_tab, s_tab))
+def _(q, qt, kv, root_tau, neighbor_tau, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ridx,
+      keep, prob, g_out_v, g_phisum, g_wsum):
+    t_dim = a_tab.shape[1]
+    return (q.new_empty(q.shape), qt.new_empty(qt.shape), kv.new_empty(kv.shape),
+            root_tau.new_empty(t_dim), root_tau.new_empty(t_dim))
 
 
 def _setup_context(ctx, inputs, output):
-    ctx.save_for_backward(*inputs, output[3])
+    q, qt, kv, root_tau, neighbor_tau, weight, bias, indptr, row, tidx, ridx, keep = inputs
+    ctx.save_for_backward(q, qt, kv, root_tau, neighbor_tau, *output[4:], indptr, row, tidx,
+                          ridx, keep, output[3])
+    ctx.param_dtype = weight.dtype
 
 
-def _backward(ctx, g_out_v, g_phisum, g_wsum, _g_prob):
-    *inputs, prob = ctx.saved_tensors
-    grads = _slot_attention_backward(*inputs, prob, g_out_v.contiguous(), g_phisum.contiguous(),
-                                     g_wsum.contiguous())
-    return (*grads, None, None, None, None, None)
+def _backward(ctx, g_out_v, g_phisum, g_wsum, *_unused):
+    g_q, g_qt, g_kv, g_w, g_b = _slot_attention_backward(
+        *ctx.saved_tensors, g_out_v.contiguous(), g_phisum.contiguous(), g_wsum.contiguous())
+    return (g_q, g_qt, g_kv, None, None, g_w.to(ctx.param_dtype), g_b.to(ctx.param_dtype),
+            None, None, None, None, None)
 
 
 _slot_attention.register_autograd(_backward, setup_context=_setup_context)
 
 
-def slot_attention(q: Tensor, qt: Tensor, kv: Tensor, tables: tuple, indptr: Tensor,
-                   row: Tensor, tidx: Tensor, ridx: Tensor, keep: Tensor):
+def slot_attention(q: Tensor, qt: Tensor, kv: Tensor, encoder, root_tau: Tensor,
+                   neighbor_tau: Tensor, indptr: Tensor, row: Tensor, tidx: Tensor,
+                   ridx: Tensor, keep: Tensor):
     """Per root r and head h, over its filled slots j (indptr[r]:indptr[r + 1]):
 
         p_j = softmax_j((q[r,h] . kv[row_j, key h] + qt[r,h] . phi_j) / sqrt(dim))
@@ -249,10 +231,10 @@ def slot_attention(q: Tensor, qt: Tensor, kv: Tensor, tables: tuple, indptr: Ten
         -> out_v[r,h] = sum_j a_j kv[row_j, value h],  phisum[r,h] = sum_j a_j phi_j,
            wsum[r,h] = sum_j a_j
 
-    with phi_j = A[ridx_r] * C[tidx_j] + B[ridx_r] * S[tidx_j] (`angle_tables`). q [n, H, D];
-    qt [n, H, T]; kv [rows, 2 H D], keys then values; keep [slots, H]. A root without slots
-    gets zeros. Differentiable in q, qt, kv and the tables."""
-    a_tab, b_tab, c_tab, s_tab = tables
-    out_v, phisum, wsum, _ = _slot_attention(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr,
-                                             row, tidx, ridx, keep)
-    return out_v, phisum, wsum
+    with phi_j = encoder(root_tau[ridx_r] - neighbor_tau[tidx_j]) (`TimeEncoder`; taus
+    float64 seconds from any common reference). q [n, H, D]; qt [n, H, T]; kv [rows, 2 H D],
+    keys then values; keep [slots, H]. A root without slots gets zeros. Differentiable in q,
+    qt, kv and the encoder's weight and bias."""
+    out = _slot_attention(q, qt, kv, root_tau.double(), neighbor_tau.double(), encoder.weight,
+                          encoder.bias, indptr, row, tidx, ridx, keep)
+    return out[:3]

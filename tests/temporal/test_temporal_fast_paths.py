@@ -15,7 +15,7 @@ import pytest
 from gnnsys.temporal import models
 from gnnsys.temporal.batch import slot_gaps
 from gnnsys.temporal.models import AttentionEmbedding, MailboxAttentionUpdater, TimeEncoder
-from gnnsys.temporal.slot_attention import angle_tables, slot_attention
+from gnnsys.temporal.slot_attention import slot_attention
 
 
 def plain_attention(attention, query, key, value, mask):
@@ -111,8 +111,8 @@ def plain_slot_attention(q, qt, kv, encoder, neighbors, keep):
 
 
 def test_slot_attention_kernel_matches_the_plain_formula():
-    """The numba kernel pair and the angle tables against the per-slot formula in float64
-    (the kernels are dtype-generic), with dropout's keep mask, repeated vertices and
+    """The numba kernel pair (time encoding by the angle sum) against the per-slot formula
+    in float64 (the kernels are dtype-generic), with dropout's keep mask, repeated vertices and
     neighbour times, and a root without slots: outputs and the gradients of q, qt, the
     vertex keys / values and the encoder's w and b."""
     torch.manual_seed(4)
@@ -133,9 +133,9 @@ def test_slot_attention_kernel_matches_the_plain_formula():
                                    (vertices, 2 * heads * dim)])
         encoder.zero_grad()
         if fused:
-            tables = angle_tables(encoder, neighbors["root_tau"], neighbors["neighbor_tau"], q)
-            outs = slot_attention(q, qt, kv, tables, neighbors["indptr"], neighbors["row"],
-                                  neighbors["tidx"], neighbors["ridx"], keep)
+            outs = slot_attention(q, qt, kv, encoder, neighbors["root_tau"],
+                                  neighbors["neighbor_tau"], neighbors["indptr"],
+                                  neighbors["row"], neighbors["tidx"], neighbors["ridx"], keep)
         else:
             outs = plain_slot_attention(q, qt, kv, encoder, neighbors, keep)
         sum((o * u).sum() for o, u in zip(outs, upstream)).backward()
@@ -147,20 +147,18 @@ def test_slot_attention_kernel_matches_the_plain_formula():
             (fast - plain).abs().max()
 
 
-def test_slot_attention_ops_pass_torch_opcheck():
-    """The custom ops' registrations (fake shapes for torch.compile, autograd) are sound."""
-    from gnnsys.temporal.slot_attention import _angle_tables, _slot_attention
+def test_slot_attention_op_passes_torch_opcheck():
+    """The custom op's registrations (fake shapes for torch.compile, autograd) are sound."""
+    from gnnsys.temporal.slot_attention import _slot_attention
     neighbors = random_slots(4, 3, 5, seed=6)
     q, qt = torch.randn(4, 2, 3, requires_grad=True), torch.randn(4, 2, 5, requires_grad=True)
     kv = torch.randn(5, 12, requires_grad=True)
     encoder = TimeEncoder(5)
-    tables = [t.detach().requires_grad_() for t in
-              angle_tables(encoder, neighbors["root_tau"], neighbors["neighbor_tau"], q)]
-    torch.library.opcheck(_slot_attention, (q, qt, kv, *tables, neighbors["indptr"],
-                                            neighbors["row"], neighbors["tidx"],
-                                            neighbors["ridx"], torch.ones(len(neighbors["row"]), 2)))
-    torch.library.opcheck(_angle_tables, (neighbors["root_tau"], neighbors["neighbor_tau"],
-                                          encoder.weight, encoder.bias, q))
+    torch.library.opcheck(_slot_attention, (q, qt, kv, neighbors["root_tau"],
+                                            neighbors["neighbor_tau"], encoder.weight,
+                                            encoder.bias, neighbors["indptr"], neighbors["row"],
+                                            neighbors["tidx"], neighbors["ridx"],
+                                            torch.ones(len(neighbors["row"]), 2)))
 
 
 def test_time_encoder_matches_autograd_on_the_plain_formula():
