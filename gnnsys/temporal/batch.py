@@ -8,6 +8,7 @@ batch t+1 reads memory only after batch t has written it back.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -58,6 +59,22 @@ class PreparedBatch:
     def written(self) -> np.ndarray:
         return np.concatenate([self.src, self.dst])
 
+    @cached_property
+    def slot_tables(self) -> dict:
+        """The filled neighbour slots as `to_device` ships them (host arrays): slot,
+        indptr, event, ridx, tidx (int64) and root_tau, neighbor_tau (float64 seconds after
+        the batch's first event). The planner fills it in its thread, off the step."""
+        n = self.neighbors
+        slot = np.flatnonzero(n.mask)        # row-major, the order of `needed`'s slots
+        base = self.time[0] if len(self.time) else 0.0
+        neighbor_time, tidx = np.unique(n.times.reshape(-1)[slot], return_inverse=True)
+        b = len(self.src)
+        ridx = np.concatenate([np.arange(b), np.arange(b),
+                               np.repeat(np.arange(b), self.negatives.shape[1])])
+        return dict(slot=slot, indptr=np.concatenate([[0], np.cumsum(n.mask.sum(1))]),
+                    event=n.events.reshape(-1)[slot], ridx=ridx, tidx=tidx.reshape(-1),
+                    root_tau=self.time - base, neighbor_tau=neighbor_time - base)
+
 
 @dataclass
 class DeviceBatch:
@@ -87,15 +104,9 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
     n = batch.neighbors
     if n is not None:
         k = n.nodes.shape[1]
-        slot = np.flatnonzero(n.mask)        # row-major, the order of batch.needed's slots
-        base = batch.time[0] if len(batch.time) else 0.0
-        neighbor_time, tidx = np.unique(n.times.reshape(-1)[slot], return_inverse=True)
-        b = len(batch.src)
-        ridx = np.concatenate([np.arange(b), np.arange(b),
-                               np.repeat(np.arange(b), batch.negatives.shape[1])])
-        indptr = np.concatenate([[0], np.cumsum(n.mask.sum(1))])
-        ints += [slot, inverse[roots:], n.events.reshape(-1)[slot], indptr, ridx, tidx]
-        floats += [batch.time - base, neighbor_time - base]
+        t = batch.slot_tables
+        ints += [t["slot"], inverse[roots:], t["event"], t["indptr"], t["ridx"], t["tidx"]]
+        floats += [t["root_tau"], t["neighbor_tau"]]
     if batch.pair_count is not None:
         floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
     int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
@@ -165,6 +176,8 @@ class BatchPlanner:
             count, last = pair_history(self.pairs, src, batch.roots[b:], time)
             batch.pair_count = count
             batch.pair_gap = np.where(count > 0, time - last, 0.0)
+        if batch.neighbors is not None:
+            batch.slot_tables                       # noqa: B018 (computed here, off the step)
         return batch
 
     def epoch(self, phase: str, epoch: int, num_negatives: int):
