@@ -69,11 +69,12 @@ class MemoryExchange:
         order = np.argsort(owners, kind="stable")
         return order, np.bincount(owners, minlength=self.comm.world_size).tolist()
 
-    def _all_to_all(self, send: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _all_to_all(self, send: list[torch.Tensor],
+                    recv_counts: list[int] | None = None) -> list[torch.Tensor]:
         before = (self.comm.stats.rows_sent, self.comm.stats.bytes_sent,
                   self.comm.stats.rows_recv, self.comm.stats.bytes_recv,
                   self.comm.stats.wait_s)
-        recv = self.comm.all_to_all(send)
+        recv = self.comm.all_to_all(send, recv_counts)
         s = self.comm.stats
         self.stats.rows_sent += s.rows_sent - before[0]
         self.stats.bytes_sent += s.bytes_sent - before[1]
@@ -105,7 +106,8 @@ class MemoryExchange:
         order, counts = self._owner_order(request)
         sent = torch.from_numpy(request[order]).to(self.store.device)
         asked = self._all_to_all(list(sent.split(counts)))
-        replies = self._all_to_all([self.store.read(a) for a in asked])
+        # each owner replies with one row per id asked: the reply counts are known
+        replies = self._all_to_all([self.store.read(a) for a in asked], recv_counts=counts)
         rows = torch.cat(replies)                                  # request[order]'s rows
         # naive: each remote occurrence is an id out and a row back (counted at the asker)
         self._naive(remote, needed.itemsize + rows.shape[1] * rows.element_size())

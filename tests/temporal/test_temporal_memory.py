@@ -80,3 +80,28 @@ def test_single_worker_exchange_round_trip(mode):
     _, rows, _ = exchange.fetch(np.array([5]))
     assert LAYOUT.unpack_read(rows)["mem_ts"].tolist() == [2.0]
     assert exchange.stats.occurrences == 6 and exchange.stats.unique == 4
+
+
+def test_two_worker_fetch_is_three_rounds_and_returns_the_owners_rows():
+    """Counts, ids, rows: the replies' counts are the requests' own, so they are not sent
+    again. Each rank gets its needed vertices' rows from their owners, whatever the order."""
+    from gnnsys.distributed.local import ThreadGroup
+    owner = np.array([0, 1, 0, 1, 0, 1])
+
+    def rank_fetch(comm):
+        store = MemoryStore(np.flatnonzero(owner == comm.rank), 6, LAYOUT,
+                            node_feat=np.zeros((6, 1)))
+        store.apply_writes(write_rows(store.owned.tolist(), [1.0] * len(store.owned),
+                                      [10.0 + v for v in store.owned],
+                                      [1.0] * len(store.owned)))
+        exchange = MemoryExchange(comm, owner, store, "dedup")
+        before = comm.stats.calls
+        needed = np.array([5, 0, 3, 0] if comm.rank == 0 else [2, 1, 2])
+        ids, rows, inverse = exchange.fetch(needed)
+        memory = LAYOUT.unpack_read(rows)["memory"][:, 0]
+        return comm.stats.calls - before, ids[inverse].tolist(), memory[inverse].tolist()
+
+    rounds, ids, memory = zip(*ThreadGroup(2).run(rank_fetch))
+    assert rounds == (3, 3)
+    assert ids == ([5, 0, 3, 0], [2, 1, 2])
+    assert memory == ([15.0, 10.0, 13.0, 10.0], [12.0, 11.0, 12.0])
