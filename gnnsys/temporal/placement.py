@@ -46,8 +46,9 @@ def predicted_traffic(config, events, owner: np.ndarray, num_workers: int) -> np
     return traffic_per_worker(weights, owner)
 
 
-COUNT_BYTES = 8        # each all_to_all first exchanges one int64 count per peer
-CALLS_PER_BATCH = 3    # request ids, reply rows, write-back rows
+COUNT_BYTES = 8        # an all_to_all first exchanges one int64 count per peer
+COUNTED_CALLS = 2      # request ids and write-back rows; reply counts equal the requests'
+
 
 
 def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> dict:
@@ -83,8 +84,8 @@ def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> di
                         o["sent"][h] += per_owner_reads[h] * read_bytes
                         o["recv"][h] += per_owner_reads[h] * 8 + per_owner_writes[h] * write_bytes
                 o["rows"] += 2 * remote_reads + remote_writes
-        for o in (out["naive"], out["dedup"]):   # count messages: every call, every peer
-            o["sent"] += CALLS_PER_BATCH * COUNT_BYTES * (K - 1)
-            o["recv"] += CALLS_PER_BATCH * COUNT_BYTES * (K - 1)
+        for o in (out["naive"], out["dedup"]):   # count messages: every peer
+            o["sent"] += COUNTED_CALLS * COUNT_BYTES * (K - 1)
+            o["recv"] += COUNTED_CALLS * COUNT_BYTES * (K - 1)
     out["redundancy"] = occurrences / max(unique, 1)
     return out
