@@ -249,3 +249,24 @@ def test_recurrent_update_matches_torch_cell_on_the_concatenation(cell):
     assert torch.equal(results[0][0][3], memory[3])
     for fast, plain in zip(*results):
         assert torch.allclose(fast, plain, atol=1e-6, rtol=1e-5)
+
+
+def test_time_tables_are_float32_exact_at_large_gaps():
+    """The kernel's cos / sin tables against float64 cos / sin of the float64 phases, for
+    gaps up to 1e7 s and a frequency grown to 2 rad/s: within 2.5e-7 (float32's own rounding
+    is 6e-8; the reduced angle is rounded to float32 once)."""
+    from gnnsys.temporal.slot_attention import _time_tables
+    encoder = TimeEncoder(100)
+    with torch.no_grad():
+        encoder.weight[0] = 2.0
+        encoder.bias.normal_()
+    root_tau = torch.tensor([0.0, 17.0, 3600.0], dtype=torch.float64)
+    neighbor_tau = -torch.tensor([1.0, 86_400.0, 9_999_999.0, 1e7], dtype=torch.float64)
+    a, b, c, s = _time_tables(root_tau, neighbor_tau, encoder.weight.detach(),
+                              encoder.bias.detach(), torch.float32)
+    root_phase = root_tau.unsqueeze(-1) * encoder.weight.detach() + encoder.bias.detach()
+    neighbor_phase = neighbor_tau.unsqueeze(-1) * encoder.weight.detach()
+    for table, exact in [(a, torch.cos(root_phase)), (b, torch.sin(root_phase)),
+                         (c, torch.cos(neighbor_phase)), (s, torch.sin(neighbor_phase))]:
+        assert table.dtype == torch.float32
+        assert (table.double() - exact).abs().max() < 2.5e-7
