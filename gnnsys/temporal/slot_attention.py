@@ -164,7 +164,7 @@ def _time_tables(root_tau, neighbor_tau, weight, bias, dtype) -> list[Tensor]:
     from the exact value, ~4x cheaper than float64 cos / sin of the phases)."""
     tables = []
     for tau, shift in ((root_tau, bias), (neighbor_tau, torch.zeros_like(bias))):
-        angle = torch.empty(len(tau), len(weight), dtype=dtype)
+        angle = torch.empty(len(tau), len(weight), dtype=dtype, device=tau.device)
         _reduced_phases(_np(tau), _np(weight), _np(shift), angle.numpy())
         tables += [torch.cos(angle), torch.sin(angle)]
     return tables
