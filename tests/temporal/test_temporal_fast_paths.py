@@ -40,6 +40,8 @@ def plain_attention_embedding(module: AttentionEmbedding, x, root_index, neighbo
     zero = phi(torch.zeros(1)).expand(len(x), -1)
     query = module.query(torch.cat([x, zero], 1))[root_index]
     filled = module.kv_vertex(x)[neighbors["row"]] + module.kv_time(phi(slot_gaps(neighbors)))
+    if module.kv_edge is not None:
+        filled = filled + module.kv_edge(neighbors["edge"])
     kv = filled.new_zeros(n * k, filled.shape[1]).index_copy(0, neighbors["slot"], filled)
     key, value = kv.view(n, k, -1).chunk(2, -1)
     attended = plain_attention(module.attention, query, key, value + module.value_bias,
@@ -65,17 +67,20 @@ def random_slots(roots: int, k: int, vertices: int, fill: float = 0.7, seed: int
                 neighbor_tau=neighbor_tau, edge=None)
 
 
+@pytest.mark.parametrize("edge_dim", [0, 4], ids=["no-edge-features", "edge-features"])
 @pytest.mark.parametrize("fused", [True, False], ids=["fused-kernel", "tensor-ops"])
-def test_attention_embedding_matches_the_plain_formula(fused, monkeypatch):
+def test_attention_embedding_matches_the_plain_formula(fused, edge_dim, monkeypatch):
     monkeypatch.setattr(models, "fused_kernel_on", lambda device: fused)
     torch.manual_seed(1)
-    module = AttentionEmbedding(memory_dim=6, edge_dim=0, time_dim=8, out_dim=6, heads=2,
-                                dropout=0.1).eval()
+    module = AttentionEmbedding(memory_dim=6, edge_dim=edge_dim, time_dim=8, out_dim=6,
+                                heads=2, dropout=0.1).eval()
     with torch.no_grad():
         module.time_encoder.bias.normal_()
         module.value_bias.normal_()
     vertices, roots, k = 7, 5, 3
     neighbors = random_slots(roots, k, vertices)
+    if edge_dim:
+        neighbors["edge"] = torch.randn(len(neighbors["slot"]), edge_dim)
     root_index = torch.tensor([0, 3, 3, 6, 1])
     outs, grads = [], []
     for fn in (module.forward, lambda *a: plain_attention_embedding(module, *a)):
