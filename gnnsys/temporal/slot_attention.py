@@ -32,6 +32,13 @@ from torch import Tensor
 
 
 # ----------------------------------------------------------------------- the kernels
+@njit(cache=True, nogil=True, fastmath=True, inline="always")
+def _slot_phi(a_tab, b_tab, c_tab, s_tab, ar, e, out):
+    """out = A[ar] C[e] + B[ar] S[e]: a slot's time encoding from the tables."""
+    for z in range(out.shape[0]):
+        out[z] = a_tab[ar, z] * c_tab[e, z] + b_tab[ar, z] * s_tab[e, z]
+
+
 @njit(cache=True, nogil=True, fastmath=True)
 def _forward_kernel(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ridx, keep,
                     out_v, phisum, wsum, prob, phi, logit):
@@ -45,9 +52,8 @@ def _forward_kernel(q, qt, kv, a_tab, b_tab, c_tab, s_tab, indptr, row, tidx, ri
             continue
         ar = ridx[r]
         for j in range(lo, hi):
-            jj, u, e = j - lo, row[j], tidx[j]
-            for z in range(t_dim):
-                phi[jj, z] = a_tab[ar, z] * c_tab[e, z] + b_tab[ar, z] * s_tab[e, z]
+            jj, u = j - lo, row[j]
+            _slot_phi(a_tab, b_tab, c_tab, s_tab, ar, tidx[j], phi[jj])
             for h in range(heads):
                 acc = 0.0
                 for d in range(dim):
@@ -92,10 +98,9 @@ def _backward_kernel(q, qt, kv, root_tau, neighbor_tau, a_tab, b_tab, c_tab, s_t
         ar = ridx[r]
         # pass 1: gradients through the weighted sums, and of each dropped-out weight
         for j in range(lo, hi):
-            jj, u, e = j - lo, row[j], tidx[j]
-            for z in range(t_dim):
-                phi[jj, z] = a_tab[ar, z] * c_tab[e, z] + b_tab[ar, z] * s_tab[e, z]
-                g_phi[jj, z] = 0.0
+            jj, u = j - lo, row[j]
+            _slot_phi(a_tab, b_tab, c_tab, s_tab, ar, tidx[j], phi[jj])
+            g_phi[jj, :] = 0.0
             for h in range(heads):
                 weight = prob[j, h] * keep[j, h]
                 acc = g_wsum[r, h]
