@@ -1,0 +1,129 @@
+"""Per-batch time of temporal (TGN) training with the fused CPU attention kernel against
+the tensor formulation, in one run (issue 16).
+
+    python scripts/bench_temporal_step.py --config configs/tgn-wikipedia.yaml --batches 20 --rounds 12
+
+Builds the training loop as `gnnsys train` runs it (one process, --threads threads), then
+trains short blocks of --batches steps, alternating TGN's attention as `slot_attention`'s
+fused kernel pair (what CPUs run) and as tensor operations (what GPUs run, the baseline),
+A B B A A B ..., through one epoch's batches (a new epoch starts when one ends), so both
+see the same machine load and the same stretch of the event stream (later batches have
+more neighbours, hence the short blocks and the alternating order). Prints ms per batch split into
+the model's forward, the backward, the rest of the step (fetch, batch transfer, loss,
+optimizer, write-back), and the median over rounds.
+"""
+from __future__ import annotations
+
+import gnnsys  # noqa: F401  (first: sets the OpenMP wait default before torch loads OpenMP)
+import argparse
+import os
+import statistics
+import time
+
+import torch
+
+from gnnsys.config import load_config
+from gnnsys.distributed.comm import Communicator
+from gnnsys.distributed.launcher import WorkerContext, set_threads
+from gnnsys.temporal import models
+from gnnsys.temporal.mode import TemporalMode
+from gnnsys.training import TrainingLoop
+
+PATHS = {"fused kernel": lambda device: device.type == "cpu",
+         "tensor ops (baseline)": lambda device: False}
+
+
+class StepTimer:
+    """Training steps of one epoch after another, timing the model's forward (wrapped),
+    the backward and the whole step."""
+
+    def __init__(self, loop: TrainingLoop):
+        self.loop, self.mode = loop, loop.mode
+        self.epoch, self.batches = 0, iter(())
+        self.forward_s = 0.0
+        forward = self.mode.model.forward_roots
+
+        def timed_forward(*args, **kwargs):
+            start = time.perf_counter()
+            out = forward(*args, **kwargs)
+            self.forward_s += time.perf_counter() - start
+            return out
+        self.mode.model.forward_roots = timed_forward
+
+    def _next(self):
+        try:
+            return next(self.batches)
+        except StopIteration:
+            self.batches = iter(self.mode.train_batches(self.epoch))
+            self.epoch += 1
+            return next(self.batches)
+
+    def block(self, steps: int) -> dict:
+        optimizer = self.loop.optimizer
+        self.forward_s = backward_s = 0.0
+        start = time.perf_counter()
+        for _ in range(steps):
+            loss, _, _ = self._next()
+            optimizer.zero_grad(set_to_none=False)
+            t = time.perf_counter()
+            loss.backward()
+            backward_s += time.perf_counter() - t
+            self.loop.grad_sync.finish()
+            optimizer.step()
+        total = time.perf_counter() - start
+        ms = 1e3 / steps
+        return {"total": total * ms, "forward": self.forward_s * ms, "backward": backward_s * ms,
+                "rest": (total - self.forward_s - backward_s) * ms}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--config", default="configs/tgn-wikipedia.yaml")
+    ap.add_argument("--batches", type=int, default=20, help="training steps per block")
+    ap.add_argument("--rounds", type=int, default=12, help="blocks per path")
+    ap.add_argument("--warmup", type=int, default=15, help="steps per path before timing")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--set", action="append", default=[], help="extra config override")
+    args = ap.parse_args()
+    config = load_config(args.config, [
+        f"sampler.threads={args.threads}", "cluster.workers=1", "train.progress=false",
+        "run.dir=runs/bench-temporal-step", "train.device=cpu", *args.set])
+    if config.mode != "temporal" or not models.uses_neighbors(config.model.arch):
+        raise SystemExit(f"{args.config}: needs mode temporal with model.arch tgn (the "
+                         "attention over sampled neighbours is what this compares)")
+    set_threads(args.threads)
+    load_start = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
+    loop = TrainingLoop(ctx, config, TemporalMode.prepare(config))
+    timer = StepTimer(loop)
+    results = {name: [] for name in PATHS}
+    for name, decide in PATHS.items():
+        models.fused_kernel_on = decide
+        timer.block(args.warmup)
+    for round_ in range(args.rounds):
+        order = list(PATHS.items())
+        for name, decide in (order if round_ % 2 == 0 else order[::-1]):
+            models.fused_kernel_on = decide
+            results[name].append(timer.block(args.batches))
+            r = results[name][-1]
+            print(f"round {round_ + 1} {name}: {r['total']:.2f} ms/batch", flush=True)
+    load_end = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n{config.dataset.name}, {config.model.arch}, batch {config.sampler.batch_size}, "
+          f"{args.threads} threads, compile {config.train.compile}, {args.rounds} rounds of "
+          f"{args.batches} steps per path; load average (1/5/15 min) at start {load_start}, "
+          f"at end {load_end}\n")
+    print("| attention | ms / batch (median) | forward | backward | rest of the step | rounds |")
+    print("|---|---:|---:|---:|---:|---|")
+    medians = {}
+    for name, rows in results.items():
+        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+        medians[name] = med["total"]
+        per_round = " / ".join(f"{r['total']:.2f}" for r in rows)
+        print(f"| {name} | {med['total']:.2f} | {med['forward']:.2f} | {med['backward']:.2f} | "
+              f"{med['rest']:.2f} | {per_round} |")
+    fused, baseline = medians["fused kernel"], medians["tensor ops (baseline)"]
+    print(f"\nfused kernel / tensor ops: {baseline / fused:.2f}x faster per batch")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""scripts/bench_temporal_step.py runs end to end (a few steps on CollegeMsg): both
+attention paths train, the table and the ratio print, and the path switch is restored."""
+import sys
+
+import pytest
+
+from gnnsys.temporal import models
+from gnnsys.testing import shared_data_dir
+
+pytestmark = pytest.mark.skipif(shared_data_dir() is None,
+                                reason="shared/data bundles are not present")
+
+
+def test_bench_temporal_step_runs_both_paths(load_script, repo_root, tmp_path, monkeypatch,
+                                             capsys):
+    bench = load_script("bench_temporal_step")
+    monkeypatch.chdir(tmp_path)                    # its run dir is relative
+    monkeypatch.setattr(models, "fused_kernel_on", models.fused_kernel_on)
+    monkeypatch.setattr(sys, "argv", [
+        "bench_temporal_step.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
+        "--batches", "2", "--rounds", "2", "--warmup", "1", "--set", "train.seed=0"])
+    bench.main()
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| fused kernel")
+            or line.startswith("| tensor ops (baseline)")]
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row.split("|")[2]) > 0
+    assert "fused kernel / tensor ops:" in out
+
+
+def test_bench_temporal_step_refuses_a_model_without_neighbours(load_script, repo_root,
+                                                               monkeypatch):
+    bench = load_script("bench_temporal_step")
+    monkeypatch.setattr(sys, "argv", [
+        "bench_temporal_step.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
+        "--set", "model.arch=jodie"])
+    with pytest.raises(SystemExit, match="model.arch tgn"):
+        bench.main()
