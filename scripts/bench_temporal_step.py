@@ -29,7 +29,7 @@ from gnnsys.temporal import models
 from gnnsys.temporal.mode import TemporalMode
 from gnnsys.training import TrainingLoop
 
-PATHS = {"fused kernel": lambda device: device.type == "cpu",
+PATHS = {"fused kernel": models.fused_kernel_on,          # the model's own choice
          "tensor ops (baseline)": lambda device: False}
 
 

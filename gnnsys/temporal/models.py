@@ -157,21 +157,30 @@ class MultiHeadAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.dropout = nn.Dropout(dropout)
 
-    def projected_dots(self, q, slots, weight):
-        """q . (W_k z_j) for every slot z_j, where W_k is the key half of `weight`
-        [2 * dim, Z] (key rows, then value rows): computed as (W_k^T q) . z_j, so W_k
-        meets each query once instead of every slot. q [n, heads, head_dim], slots
-        [n, k, Z] -> [n, k, heads]."""
+    def key_onto_query(self, q, weight):
+        """W_k^T q per head, W_k the key half of `weight` [2 * dim, Z] (key rows, then
+        value rows): q [n, heads, head_dim] -> [n, heads, Z], so that q . (W_k z) =
+        (W_k^T q) . z for any slot z."""
         w_key = weight.view(2, self.heads, self.head_dim, -1)[0]
-        return torch.einsum("nkz,nhz->nkh", slots, torch.einsum("nhd,hdz->nhz", q, w_key))
+        return torch.einsum("nhd,hdz->nhz", q, w_key)
+
+    def value_after_sum(self, summed, weight):
+        """W_v applied per head to weighted sums of slots [n, heads, Z], W_v the value half
+        of `weight`: sum_j a_j W_v z_j = W_v (sum_j a_j z_j) -> [n, heads, head_dim]."""
+        w_value = weight.view(2, self.heads, self.head_dim, -1)[1]
+        return torch.einsum("nhz,hdz->nhd", summed, w_value)
+
+    def projected_dots(self, q, slots, weight):
+        """q . (W_k z_j) for every slot z_j, computed as (W_k^T q) . z_j, so W_k meets each
+        query once instead of every slot. q [n, heads, head_dim], slots [n, k, Z] ->
+        [n, k, heads]."""
+        return torch.einsum("nkz,nhz->nkh", slots, self.key_onto_query(q, weight))
 
     def projected_values(self, weights, slots, weight):
-        """sum_j a_j W_v z_j per head, computed as W_v (sum_j a_j z_j), W_v the value half
-        of `weight`: W_v meets each query once instead of every slot. weights
-        [n, k, heads], slots [n, k, Z] -> [n, heads, head_dim]."""
-        w_value = weight.view(2, self.heads, self.head_dim, -1)[1]
-        return torch.einsum("nhz,hdz->nhd", torch.einsum("nkh,nkz->nhz", weights, slots),
-                            w_value)
+        """sum_j a_j W_v z_j per head, computed as W_v (sum_j a_j z_j), so W_v meets each
+        query once instead of every slot. weights [n, k, heads], slots [n, k, Z] ->
+        [n, heads, head_dim]."""
+        return self.value_after_sum(torch.einsum("nkh,nkz->nhz", weights, slots), weight)
 
     def weights(self, dots, mask):
         """Attention weights [n, k, heads] from query-key dot products [n, k, heads]:
@@ -242,15 +251,14 @@ class AttentionEmbedding(nn.Module):
         heads, head_dim = self.attention.heads, self.attention.head_dim
         if row is None:
             row = torch.arange(len(kv), device=kv.device)
-        w_key, w_value = self.kv_time.weight.view(2, heads, head_dim, -1).unbind(0)
-        qt = torch.einsum("nhd,hdz->nhz", q, w_key)                   # W_k_time^T q
+        qt = self.attention.key_onto_query(q, self.kv_time.weight)
         keep = self.attention.dropout(q.new_ones(len(row), heads))
         out_v, phisum, wsum = slot_attention(q.contiguous(), qt.contiguous(), kv.contiguous(),
                                              self.time_encoder, neighbors["root_tau"],
                                              neighbors["neighbor_tau"], neighbors["indptr"], row,
                                              neighbors["tidx"], neighbors["ridx"], keep)
         return out_v + wsum.unsqueeze(-1) * self.value_bias.view(heads, head_dim) + \
-            torch.einsum("nhz,hdz->nhd", phisum, w_value)
+            self.attention.value_after_sum(phisum, self.kv_time.weight)
 
     def _tensor_ops(self, q, kv, row, neighbors):
         mask = neighbors["mask"]

@@ -50,7 +50,6 @@ COUNT_BYTES = 8        # an all_to_all first exchanges one int64 count per peer
 COUNTED_CALLS = 2      # request ids and write-back rows; reply counts equal the requests'
 
 
-
 def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> dict:
     """One training epoch's exchange traffic for both exchanges without running it:
     {'naive'|'dedup': {'sent': bytes [K], 'recv': bytes [K], 'rows': rows sent},

@@ -9,8 +9,9 @@ so cos / sin are taken once per root time (A, B) and once per distinct neighbour
 (C, S) instead of once per slot and again in the backward: on wikipedia ~200 root times and
 ~2,700 neighbour times against ~5,700 slots. Times are float64 seconds after the batch's
 first event and the phases float64, as in `TimeEncoder`, reduced modulo 2 pi in float64
-before cos / sin in the tables' dtype (float32, like its output). The backward needs sin(phase) = B_r C_j - A_r S_j per slot, and sums the w- and
-b-gradients over the slots in float64 (terms of size gap that cancel), as `TimeEncoder` does.
+before cos / sin in the tables' dtype (float32, like its output). The backward needs
+sin(phase) = B_r C_j - A_r S_j per slot, and sums the w- and b-gradients over the slots in
+float64 (terms of size gap that cancel), as `TimeEncoder` does.
 
 Per root, the kernel computes the logits q . k_j + qt . phi_j (qt = W_k_time^T q, the time
 part of the key projected onto the query), the softmax over the root's slots, dropout, and
@@ -140,9 +141,9 @@ def _np(t: Tensor) -> np.ndarray:
     return t.detach().contiguous().numpy()
 
 
-def _scratch(indptr: Tensor, width: int, dtype) -> np.ndarray:
-    most = int((indptr[1:] - indptr[:-1]).max()) if len(indptr) > 1 else 0
-    return np.empty((max(most, 1), width), dtype=dtype)
+def _most_slots(indptr: Tensor) -> int:
+    """The most slots any root has (at least 1): the rows of the kernels' scratch."""
+    return max(int((indptr[1:] - indptr[:-1]).max()) if len(indptr) > 1 else 0, 1)
 
 
 # 2 pi = _TWO_PI_HI + _TWO_PI_LO, HI with 32 significant bits: k * HI is exact for
@@ -184,11 +185,11 @@ def _slot_attention(q: Tensor, qt: Tensor, kv: Tensor, root_tau: Tensor, neighbo
     tables = _time_tables(root_tau, neighbor_tau, weight, bias, q.dtype)
     out_v, phisum = q.new_zeros(n, heads, dim), qt.new_zeros(qt.shape)
     wsum, prob = q.new_zeros(n, heads), q.new_zeros(len(row), heads)
-    np_dtype = out_v.numpy().dtype
+    most, np_dtype = _most_slots(indptr), out_v.numpy().dtype
     _forward_kernel(_np(q), _np(qt), _np(kv), *[t.numpy() for t in tables], _np(indptr),
                     _np(row), _np(tidx), _np(ridx), _np(keep),
                     out_v.numpy(), phisum.numpy(), wsum.numpy(), prob.numpy(),
-                    _scratch(indptr, len(weight), np_dtype), _scratch(indptr, heads, np_dtype))
+                    np.empty((most, len(weight)), np_dtype), np.empty((most, heads), np_dtype))
     return out_v, phisum, wsum, prob, *tables
 
 
@@ -211,14 +212,13 @@ def _slot_attention_backward(q: Tensor, qt: Tensor, kv: Tensor, root_tau: Tensor
                              ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     g_q, g_qt, g_kv = (torch.zeros_like(t) for t in (q, qt, kv))
     g_w, g_b = (root_tau.new_zeros(a_tab.shape[1]) for _ in range(2))   # float64 sums
-    np_dtype = g_q.numpy().dtype
-    t_dim = a_tab.shape[1]
+    most, np_dtype, t_dim = _most_slots(indptr), g_q.numpy().dtype, a_tab.shape[1]
     _backward_kernel(_np(q), _np(qt), _np(kv), _np(root_tau), _np(neighbor_tau), _np(a_tab),
                      _np(b_tab), _np(c_tab), _np(s_tab), _np(indptr), _np(row), _np(tidx),
                      _np(ridx), _np(keep), _np(prob), _np(g_out_v), _np(g_phisum), _np(g_wsum),
                      g_q.numpy(), g_qt.numpy(), g_kv.numpy(), g_w.numpy(), g_b.numpy(),
-                     _scratch(indptr, t_dim, np_dtype), _scratch(indptr, t_dim, np_dtype),
-                     _scratch(indptr, q.shape[1], np_dtype))
+                     np.empty((most, t_dim), np_dtype), np.empty((most, t_dim), np_dtype),
+                     np.empty((most, q.shape[1]), np_dtype))
     return g_q, g_qt, g_kv, g_w, g_b
 
 
