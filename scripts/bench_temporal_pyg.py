@@ -4,7 +4,9 @@
 
 Epochs alternate, gnnsys then PyG (A B A B ...), so both see the same machine load.
 (a) gnnsys: the temporal mode as `gnnsys train` runs it (the one TrainingLoop, one
-    process), with the config's settings and sampler.threads = torch threads = --threads.
+    process), with the config's settings and sampler.threads = torch threads = --threads;
+    as in every run, small batches train on one torch thread (gnnsys/temporal/mode.py)
+    and the batch planner's thread has the rest (the header line says which).
 (b) PyG's examples/tgn.py model: TGNMemory (IdentityMessage, LastAggregator),
     LastNeighborLoader, a TransformerConv GraphAttentionEmbedding, the example's
     LinkPredictor, Adam at the example's lr, BCE loss; the same chronological split,
@@ -46,7 +48,7 @@ from gnnsys.distributed.comm import Communicator
 from gnnsys.distributed.launcher import WorkerContext, set_threads
 from gnnsys.temporal.batch import PHASES
 from gnnsys.temporal.metrics import link_metrics
-from gnnsys.temporal.mode import TemporalMode
+from gnnsys.temporal.mode import TemporalMode, trains_on_one_torch_thread
 from gnnsys.training import TrainingLoop
 
 
@@ -222,8 +224,10 @@ def main() -> None:
     p_rate = train_events / statistics.median(r["epoch_s"] for r in pyg_records)
     rows = [("gnnsys temporal TGN", g_rate, result["val_ap"], result["test_ap"]),
             ("PyG examples/tgn.py", p_rate, best["val_ap"], best["test_ap"])]
+    gnnsys_torch = 1 if trains_on_one_torch_thread(config, 1) else args.threads
     print(f"\n{config.dataset.name}, {args.epochs} epochs, batch {config.sampler.batch_size}, "
-          f"{args.threads} threads, {train_events:,} training events, {openmp_setting()}; "
+          f"{args.threads} threads (torch trains on {gnnsys_torch} in gnnsys, {args.threads} in "
+          f"PyG), {train_events:,} training events, {openmp_setting()}; "
           f"load average "
           f"(1/5/15 min) at start {load_start}, at end {load_end}\n")
     print("| method | train events/s (median) | best val AP | test AP at best val |")

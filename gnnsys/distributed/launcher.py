@@ -13,6 +13,7 @@ process-group timeout (`cluster.timeout_s`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import ipaddress
 import logging
@@ -68,6 +69,28 @@ def set_threads(threads: int) -> None:
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     except Exception:  # numba's pool may be fixed once launched; torch's setting still holds
         pass
+
+
+_INTRA_OP_LOCK = threading.Lock()
+_intra_op = {"blocks": 0, "before": 1}     # blocks open in this process, threads before them
+
+
+@contextlib.contextmanager
+def intra_op_threads(threads: int):
+    """torch's intra-op thread pool at `threads` inside the block. The pool is restored when
+    the last block open in this process ends (ranks may be threads of one process)."""
+    with _INTRA_OP_LOCK:
+        if _intra_op["blocks"] == 0:
+            _intra_op["before"] = torch.get_num_threads()
+        _intra_op["blocks"] += 1
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        with _INTRA_OP_LOCK:
+            _intra_op["blocks"] -= 1
+            if _intra_op["blocks"] == 0:
+                torch.set_num_threads(_intra_op["before"])
 
 
 def _pick_device(config, rank: int) -> torch.device:

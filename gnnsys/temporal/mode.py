@@ -16,6 +16,7 @@ protocol), which is why the memory is part of the mode's state.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import numpy as np
@@ -24,6 +25,7 @@ from torch.nn import functional as F
 
 from samplers.temporal import batch_number
 
+from ..distributed.launcher import intra_op_threads
 from ..prefetch import prefetched
 from ..runlog import progress
 from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
@@ -31,6 +33,20 @@ from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
 from .metrics import link_metrics
 from .models import build_model, row_layout, uses_neighbors
+
+
+# Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
+# of its small ops costs more than it saves. wikipedia, 2 threads, ms per training batch on
+# 1 torch thread against 2: 200 events 18.6 against 30.6, 700 events 48.5 against 51.5; from
+# 1,000 events two win (65.2 against 61.7; BENCHMARKS.md). So small batches train on one
+# torch thread, and the batch planner's thread has the other core. Evaluation (no backward,
+# (2 + negatives) roots per event) keeps every thread: 3.6 against 3.4 s per wikipedia
+# validation on 1 against 2.
+ONE_TORCH_THREAD_BELOW_EVENTS = 800
+
+
+def trains_on_one_torch_thread(config, world_size: int) -> bool:
+    return config.sampler.batch_size // world_size < ONE_TORCH_THREAD_BELOW_EVENTS
 
 
 class TemporalMode:
@@ -79,10 +95,13 @@ class TemporalMode:
         self.model.train()
         self.epoch = epoch                       # validation draws this epoch's negatives
         start = time.perf_counter()
-        for batch in prefetched(self.planner.epoch("train", epoch, 1), self.config.sampler.prefetch):
-            loss, memory, memory_ts, moved, _ = self._forward(batch, train=True)
-            yield loss, len(batch.src), batch.global_size
-            self._write_back(batch, moved, memory.detach(), memory_ts)
+        one = trains_on_one_torch_thread(self.config, self.ctx.world_size)
+        with intra_op_threads(1) if one else contextlib.nullcontext():
+            for batch in prefetched(self.planner.epoch("train", epoch, 1),
+                                    self.config.sampler.prefetch):
+                loss, memory, memory_ts, moved, _ = self._forward(batch, train=True)
+                yield loss, len(batch.src), batch.global_size   # the loop's step runs here
+                self._write_back(batch, moved, memory.detach(), memory_ts)
         self.train_s = time.perf_counter() - start
 
     def epoch_stats(self) -> dict:

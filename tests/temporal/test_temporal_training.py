@@ -58,3 +58,47 @@ def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
     for name, value in a["model"].items():
         assert torch.equal(b["model"][name], value), name
     assert torch.equal(a["memory"]["memory"], b["memory"]["memory"])
+
+
+@pytest.mark.parametrize("batch_size, trains_on", [(100, 1), (800, 2)])
+def test_small_batches_train_on_one_torch_thread(batch_size, trains_on, tiny_graph,
+                                                 tiny_config):
+    # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves;
+    # the loop's backward and step run while train_batches is suspended at its yield
+    from gnnsys.distributed.comm import Communicator
+    from gnnsys.distributed.launcher import WorkerContext
+    from gnnsys.temporal.mode import TemporalMode
+    from gnnsys.training import TrainingLoop
+    cfg = tiny_config(sampler={"batch_size": batch_size, "threads": 2})
+    cpu = torch.device("cpu")
+    loop = TrainingLoop(WorkerContext(0, 1, cpu, Communicator(0, 1, cpu)), cfg,
+                        TemporalMode.prepare(cfg, tiny_graph))
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        batches = loop.mode.train_batches(0)
+        next(batches)
+        assert torch.get_num_threads() == trains_on
+        batches.close()                       # an epoch cut short restores the pool too
+        assert torch.get_num_threads() == 2
+        loop.mode.train_batches(0)            # a generator not started sets nothing
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_intra_op_threads_restores_after_the_last_of_overlapping_blocks():
+    # ranks that are threads of one process open and close their blocks in any order
+    from gnnsys.distributed.launcher import intra_op_threads
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        a, b = intra_op_threads(1), intra_op_threads(1)
+        a.__enter__()
+        b.__enter__()
+        a.__exit__(None, None, None)
+        assert torch.get_num_threads() == 1   # b still holds the pool
+        b.__exit__(None, None, None)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
