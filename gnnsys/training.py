@@ -34,6 +34,7 @@ import torch
 from . import allocator
 from .config import ConfigError
 from .distributed import launch
+from .distributed.launcher import intra_op_threads
 from .runlog import RunDir, progress
 
 # mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
@@ -206,22 +207,24 @@ class TrainingLoop:
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
                        enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
-        for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
-            if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
-                os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process
-            # zeroed, not None: a parameter a step leaves unused keeps its momentum update
-            # in one process and in K (the all-reduce needs every gradient)
-            self.optimizer.zero_grad(set_to_none=False)
-            loss.backward()
-            t_sync = time.perf_counter()
-            self.grad_sync.finish()               # what backward has not overlapped
-            sync_s += time.perf_counter() - t_sync
-            self.optimizer.step()
-            value = loss.item()
-            loss_sum += value * normaliser
-            examples += count
-            bar.update()
-            bar.set_postfix(loss=f"{value:.4f}")
+        # a mode may train on fewer torch threads than the process has (small ops)
+        with intra_op_threads(getattr(self.mode, "training_torch_threads", None)):
+            for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
+                if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
+                    os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process
+                # zeroed, not None: a parameter a step leaves unused keeps its momentum update
+                # in one process and in K (the all-reduce needs every gradient)
+                self.optimizer.zero_grad(set_to_none=False)
+                loss.backward()
+                t_sync = time.perf_counter()
+                self.grad_sync.finish()               # what backward has not overlapped
+                sync_s += time.perf_counter() - t_sync
+                self.optimizer.step()
+                value = loss.item()
+                loss_sum += value * normaliser
+                examples += count
+                bar.update()
+                bar.set_postfix(loss=f"{value:.4f}")
         bar.close()
         self._sync_buffers()
         record = {"epoch": epoch, "epoch_s": time.perf_counter() - start}

@@ -71,26 +71,18 @@ def set_threads(threads: int) -> None:
         pass
 
 
-_INTRA_OP_LOCK = threading.Lock()
-_intra_op = {"blocks": 0, "before": 1}     # blocks open in this process, threads before them
-
-
 @contextlib.contextmanager
-def intra_op_threads(threads: int):
-    """torch's intra-op thread pool at `threads` inside the block. The pool is restored when
-    the last block open in this process ends (ranks may be threads of one process)."""
-    with _INTRA_OP_LOCK:
-        if _intra_op["blocks"] == 0:
-            _intra_op["before"] = torch.get_num_threads()
-        _intra_op["blocks"] += 1
+def intra_op_threads(threads: int | None):
+    """torch's intra-op thread pool at `threads` inside the block (None: as it is), and as
+    it was after it. The setting is the calling thread's (OpenMP's), so ranks that are
+    threads of one process each keep their own."""
+    before = torch.get_num_threads()
+    if threads:
         torch.set_num_threads(threads)
     try:
         yield
     finally:
-        with _INTRA_OP_LOCK:
-            _intra_op["blocks"] -= 1
-            if _intra_op["blocks"] == 0:
-                torch.set_num_threads(_intra_op["before"])
+        torch.set_num_threads(before)
 
 
 def _pick_device(config, rank: int) -> torch.device:

@@ -16,7 +16,6 @@ protocol), which is why the memory is part of the mode's state.
 """
 from __future__ import annotations
 
-import contextlib
 import time
 
 import numpy as np
@@ -25,7 +24,6 @@ from torch.nn import functional as F
 
 from samplers.temporal import batch_number
 
-from ..distributed.launcher import intra_op_threads
 from ..prefetch import prefetched
 from ..runlog import progress
 from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
@@ -80,6 +78,8 @@ class TemporalMode:
                                     uses_neighbors(config.model.arch),
                                     config.temporal.pair_history)
         self.batches_per_epoch = len(self.planner.batches("train"))
+        self.training_torch_threads = 1 if trains_on_one_torch_thread(config, ctx.world_size) \
+            else None                            # TrainingLoop.train_epoch applies it
         self.train_s = 0.0
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
 
@@ -95,13 +95,10 @@ class TemporalMode:
         self.model.train()
         self.epoch = epoch                       # validation draws this epoch's negatives
         start = time.perf_counter()
-        one = trains_on_one_torch_thread(self.config, self.ctx.world_size)
-        with intra_op_threads(1) if one else contextlib.nullcontext():
-            for batch in prefetched(self.planner.epoch("train", epoch, 1),
-                                    self.config.sampler.prefetch):
-                loss, memory, memory_ts, moved, _ = self._forward(batch, train=True)
-                yield loss, len(batch.src), batch.global_size   # the loop's step runs here
-                self._write_back(batch, moved, memory.detach(), memory_ts)
+        for batch in prefetched(self.planner.epoch("train", epoch, 1), self.config.sampler.prefetch):
+            loss, memory, memory_ts, moved, _ = self._forward(batch, train=True)
+            yield loss, len(batch.src), batch.global_size
+            self._write_back(batch, moved, memory.detach(), memory_ts)
         self.train_s = time.perf_counter() - start
 
     def epoch_stats(self) -> dict:

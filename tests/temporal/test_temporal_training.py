@@ -63,8 +63,8 @@ def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
 @pytest.mark.parametrize("batch_size, trains_on", [(100, 1), (800, 2)])
 def test_small_batches_train_on_one_torch_thread(batch_size, trains_on, tiny_graph,
                                                  tiny_config):
-    # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves;
-    # the loop's backward and step run while train_batches is suspended at its yield
+    # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves:
+    # the loop's forward, backward and step run on one; evaluation and after keep two
     from gnnsys.distributed.comm import Communicator
     from gnnsys.distributed.launcher import WorkerContext
     from gnnsys.temporal.mode import TemporalMode
@@ -73,32 +73,31 @@ def test_small_batches_train_on_one_torch_thread(batch_size, trains_on, tiny_gra
     cpu = torch.device("cpu")
     loop = TrainingLoop(WorkerContext(0, 1, cpu, Communicator(0, 1, cpu)), cfg,
                         TemporalMode.prepare(cfg, tiny_graph))
+    seen, step = [], loop.optimizer.step
+    loop.optimizer.step = lambda: (seen.append(torch.get_num_threads()), step())
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        batches = loop.mode.train_batches(0)
-        next(batches)
-        assert torch.get_num_threads() == trains_on
-        batches.close()                       # an epoch cut short restores the pool too
-        assert torch.get_num_threads() == 2
-        loop.mode.train_batches(0)            # a generator not started sets nothing
+        loop.train_epoch(0)
+        assert seen and set(seen) == {trains_on}
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
 
 
-def test_intra_op_threads_restores_after_the_last_of_overlapping_blocks():
-    # ranks that are threads of one process open and close their blocks in any order
+def test_intra_op_threads_sets_and_restores():
     from gnnsys.distributed.launcher import intra_op_threads
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        a, b = intra_op_threads(1), intra_op_threads(1)
-        a.__enter__()
-        b.__enter__()
-        a.__exit__(None, None, None)
-        assert torch.get_num_threads() == 1   # b still holds the pool
-        b.__exit__(None, None, None)
+        with intra_op_threads(1):
+            assert torch.get_num_threads() == 1
+            with intra_op_threads(None):          # None: as it is
+                assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(KeyError):             # restored on errors too
+            with intra_op_threads(1):
+                raise KeyError
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
