@@ -13,6 +13,9 @@ at once per spin count (each with --threads threads: 2x oversubscribed on a 2-co
 the case the spinning can hurt. Epoch time is the training loop (`epoch_s`), mean of the
 epochs after the first. Every run gets OMP_WAIT_POLICY=PASSIVE plus its GOMP_SPINCOUNT
 (libgomp's explicit spin count overrides the policy's), whatever the caller's shell says.
+TGN's wikipedia batches (under 800 events) train on one torch thread whatever --threads
+says (TemporalMode.training_torch_threads), so its row no longer measures torch's pool
+in training; session 9's and 14's TGN rows predate that.
 """
 from __future__ import annotations
 

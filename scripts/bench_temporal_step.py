@@ -1,16 +1,20 @@
-"""Per-batch time of temporal (TGN) training with the fused CPU attention kernel against
-the tensor formulation, in one run (issue 16).
+"""Per-batch time of temporal (TGN) training, two ways of running it in one run (issue 16).
 
     python scripts/bench_temporal_step.py --config configs/tgn-wikipedia.yaml --batches 20 --rounds 12
+    python scripts/bench_temporal_step.py --compare threads --threads 2 --set sampler.batch_size=700
+
+--compare attention (default): TGN's attention as `slot_attention`'s fused kernel pair (what
+CPUs run) against tensor operations (what GPUs run, the baseline), each on the torch threads
+gnnsys trains with. --compare threads: torch's intra-op pool at 1 thread against --threads
+threads (the baseline), the choice behind TemporalMode's training_torch_threads.
 
 Builds the training loop as `gnnsys train` runs it (one process, --threads threads), then
-trains short blocks of --batches steps, alternating TGN's attention as `slot_attention`'s
-fused kernel pair (what CPUs run) and as tensor operations (what GPUs run, the baseline),
-A B B A A B ..., through one epoch's batches (a new epoch starts when one ends), so both
-see the same machine load and the same stretch of the event stream (later batches have
-more neighbours, hence the short blocks and the alternating order). Prints ms per batch split into
-the model's forward, the backward, the rest of the step (fetch, batch transfer, loss,
-optimizer, write-back), and the median over rounds.
+trains short blocks of --batches steps, alternating the two, A B B A A B ..., through one
+epoch's batches (a new epoch starts when one ends), so both see the same machine load and
+the same stretch of the event stream (later batches have more neighbours, hence the short
+blocks and the alternating order). Prints ms per batch split into the model's forward, the
+backward, the rest of the step (fetch, batch transfer, loss, optimizer, write-back), and
+the median over rounds.
 """
 from __future__ import annotations
 
@@ -24,13 +28,22 @@ import torch
 
 from gnnsys.config import load_config
 from gnnsys.distributed.comm import Communicator
-from gnnsys.distributed.launcher import WorkerContext, set_threads
+from gnnsys.distributed.launcher import WorkerContext, intra_op_threads, set_threads
 from gnnsys.temporal import models
 from gnnsys.temporal.mode import TemporalMode
 from gnnsys.training import TrainingLoop
 
-PATHS = {"fused kernel": models.fused_kernel_on,          # the model's own choice
-         "tensor ops (baseline)": lambda device: False}
+
+
+def compared_paths(compare: str, loop: TrainingLoop, threads: int) -> dict:
+    """name -> (attention's device rule, torch threads) of the two paths; the second is the
+    baseline."""
+    own = models.fused_kernel_on                            # the model's own choice
+    trains_on = loop.mode.training_torch_threads or threads  # as the loop trains
+    if compare == "attention":
+        return {"fused kernel": (own, trains_on),
+                "tensor ops (baseline)": (lambda device: False, trains_on)}
+    return {"1 torch thread": (own, 1), f"{threads} torch threads (baseline)": (own, threads)}
 
 
 class StepTimer:
@@ -58,18 +71,19 @@ class StepTimer:
             self.epoch += 1
             return next(self.batches)
 
-    def block(self, steps: int) -> dict:
+    def block(self, steps: int, torch_threads: int) -> dict:
         optimizer = self.loop.optimizer
         self.forward_s = backward_s = 0.0
         start = time.perf_counter()
-        for _ in range(steps):
-            loss, _, _ = self._next()
-            optimizer.zero_grad(set_to_none=False)
-            t = time.perf_counter()
-            loss.backward()
-            backward_s += time.perf_counter() - t
-            self.loop.grad_sync.finish()
-            optimizer.step()
+        with intra_op_threads(torch_threads):
+            for _ in range(steps):
+                loss, _, _ = self._next()
+                optimizer.zero_grad(set_to_none=False)
+                t = time.perf_counter()
+                loss.backward()
+                backward_s += time.perf_counter() - t
+                self.loop.grad_sync.finish()
+                optimizer.step()
         total = time.perf_counter() - start
         ms = 1e3 / steps
         return {"total": total * ms, "forward": self.forward_s * ms, "backward": backward_s * ms,
@@ -83,6 +97,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=12, help="blocks per path")
     ap.add_argument("--warmup", type=int, default=15, help="steps per path before timing")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--compare", choices=("attention", "threads"), default="attention")
     ap.add_argument("--set", action="append", default=[], help="extra config override")
     args = ap.parse_args()
     config = load_config(args.config, [
@@ -96,15 +111,16 @@ def main() -> None:
     ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
     loop = TrainingLoop(ctx, config, TemporalMode.prepare(config))
     timer = StepTimer(loop)
-    results = {name: [] for name in PATHS}
-    for name, decide in PATHS.items():
+    paths = compared_paths(args.compare, loop, args.threads)
+    results = {name: [] for name in paths}
+    for name, (decide, torch_threads) in paths.items():
         models.fused_kernel_on = decide
-        timer.block(args.warmup)
+        timer.block(args.warmup, torch_threads)
     for round_ in range(args.rounds):
-        order = list(PATHS.items())
-        for name, decide in (order if round_ % 2 == 0 else order[::-1]):
+        order = list(paths.items())
+        for name, (decide, torch_threads) in (order if round_ % 2 == 0 else order[::-1]):
             models.fused_kernel_on = decide
-            results[name].append(timer.block(args.batches))
+            results[name].append(timer.block(args.batches, torch_threads))
             r = results[name][-1]
             print(f"round {round_ + 1} {name}: {r['total']:.2f} ms/batch", flush=True)
     load_end = " / ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -112,7 +128,8 @@ def main() -> None:
           f"{args.threads} threads, compile {config.train.compile}, {args.rounds} rounds of "
           f"{args.batches} steps per path; load average (1/5/15 min) at start {load_start}, "
           f"at end {load_end}\n")
-    print("| attention | ms / batch (median) | forward | backward | rest of the step | rounds |")
+    print(f"| {args.compare} | ms / batch (median) | forward | backward | rest of the step | "
+          "rounds |")
     print("|---|---:|---:|---:|---:|---|")
     medians = {}
     for name, rows in results.items():
@@ -121,8 +138,8 @@ def main() -> None:
         per_round = " / ".join(f"{r['total']:.2f}" for r in rows)
         print(f"| {name} | {med['total']:.2f} | {med['forward']:.2f} | {med['backward']:.2f} | "
               f"{med['rest']:.2f} | {per_round} |")
-    fused, baseline = medians["fused kernel"], medians["tensor ops (baseline)"]
-    print(f"\nfused kernel / tensor ops: {baseline / fused:.2f}x faster per batch")
+    (first, faster), (_, baseline) = medians.items()
+    print(f"\n{first} against the baseline: {baseline / faster:.2f}x faster per batch")
 
 
 if __name__ == "__main__":

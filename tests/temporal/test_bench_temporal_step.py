@@ -1,5 +1,5 @@
-"""scripts/bench_temporal_step.py runs end to end (a few steps on CollegeMsg): both
-attention paths train, the table and the ratio print, and the path switch is restored."""
+"""scripts/bench_temporal_step.py runs end to end (a few steps on CollegeMsg): both paths of
+each comparison train, the table and the ratio print, and the path switch is restored."""
 import sys
 
 import pytest
@@ -11,22 +11,30 @@ pytestmark = pytest.mark.skipif(shared_data_dir() is None,
                                 reason="shared/data bundles are not present")
 
 
-def test_bench_temporal_step_runs_both_paths(load_script, repo_root, tmp_path, monkeypatch,
-                                             capsys):
+@pytest.mark.parametrize("compare, names", [
+    ("attention", ("fused kernel", "tensor ops (baseline)")),
+    ("threads", ("1 torch thread", "2 torch threads (baseline)"))])
+def test_bench_temporal_step_runs_both_paths(compare, names, load_script, repo_root, tmp_path,
+                                             monkeypatch, capsys):
+    import torch
     bench = load_script("bench_temporal_step")
     monkeypatch.chdir(tmp_path)                    # its run dir is relative
     monkeypatch.setattr(models, "fused_kernel_on", models.fused_kernel_on)
     monkeypatch.setattr(sys, "argv", [
         "bench_temporal_step.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
-        "--batches", "2", "--rounds", "2", "--warmup", "1", "--set", "train.seed=0"])
-    bench.main()
+        "--batches", "2", "--rounds", "2", "--warmup", "1", "--set", "train.seed=0",
+        "--compare", compare, "--threads", "2"])
+    threads = torch.get_num_threads()
+    try:
+        bench.main()
+    finally:
+        torch.set_num_threads(threads)
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("| fused kernel")
-            or line.startswith("| tensor ops (baseline)")]
+    rows = [line for line in out.splitlines() if line.startswith(tuple(f"| {n} |" for n in names))]
     assert len(rows) == 2
     for row in rows:
         assert float(row.split("|")[2]) > 0
-    assert "fused kernel / tensor ops:" in out
+    assert f"{names[0]} against the baseline:" in out
 
 
 def test_bench_temporal_step_refuses_a_model_without_neighbours(load_script, repo_root,
