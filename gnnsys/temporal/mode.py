@@ -34,12 +34,11 @@ from .models import build_model, row_layout, uses_neighbors
 
 
 # Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
-# of its small ops costs more than it saves. wikipedia, 2 threads, ms per training batch on
-# 1 torch thread against 2: 200 events 18.6 against 30.6, 700 events 48.5 against 51.5; from
-# 1,000 events two win (65.2 against 61.7; BENCHMARKS.md). So small batches train on one
-# torch thread, and the batch planner's thread has the other core. Evaluation (no backward,
-# (2 + negatives) roots per event) keeps every thread: 3.6 against 3.4 s per wikipedia
-# validation on 1 against 2.
+# of its small ops costs more than it saves (`bench_temporal_step.py --compare threads`,
+# wikipedia, 2 threads, ms per batch on 1 torch thread against 2: 200 events 21.4 against
+# 33.5, 700 events 57.4 against 59.6, 1,000 events 74.3 against 72.4; BENCHMARKS.md). So
+# small batches train on one torch thread, and the batch planner's thread has the other
+# core. Evaluation (no backward, (2 + negatives) roots per event) keeps every thread.
 ONE_TORCH_THREAD_BELOW_EVENTS = 800
 
 
