@@ -42,10 +42,6 @@ from .models import build_model, row_layout, uses_neighbors
 ONE_TORCH_THREAD_BELOW_EVENTS = 800
 
 
-def trains_on_one_torch_thread(config, world_size: int) -> bool:
-    return config.sampler.batch_size // world_size < ONE_TORCH_THREAD_BELOW_EVENTS
-
-
 class TemporalMode:
     metric = "ap"
     grad_op = "sum"              # each shard's loss is already divided by the global batch
@@ -77,8 +73,8 @@ class TemporalMode:
                                     uses_neighbors(config.model.arch),
                                     config.temporal.pair_history)
         self.batches_per_epoch = len(self.planner.batches("train"))
-        self.training_torch_threads = 1 if trains_on_one_torch_thread(config, ctx.world_size) \
-            else None                            # TrainingLoop.train_epoch applies it
+        small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
+        self.training_torch_threads = 1 if small else None   # TrainingLoop.train_epoch sets it
         self.train_s = 0.0
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
 
