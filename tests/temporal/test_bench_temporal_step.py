@@ -37,11 +37,24 @@ def test_bench_temporal_step_runs_both_paths(compare, names, load_script, repo_r
     assert f"{names[0]} against the baseline:" in out
 
 
-def test_bench_temporal_step_refuses_a_model_without_neighbours(load_script, repo_root,
-                                                               monkeypatch):
+def test_bench_temporal_step_attention_needs_tgn_threads_any_model(load_script, repo_root,
+                                                                   tmp_path, monkeypatch,
+                                                                   capsys):
+    import torch
     bench = load_script("bench_temporal_step")
-    monkeypatch.setattr(sys, "argv", [
-        "bench_temporal_step.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
-        "--set", "model.arch=jodie"])
+    monkeypatch.chdir(tmp_path)                    # its run dir is relative
+    argv = ["bench_temporal_step.py", "--config",
+            str(repo_root / "configs/tgn-collegemsg.yaml"), "--set", "model.arch=jodie"]
+    monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit, match="model.arch tgn"):
         bench.main()
+    # the threads comparison needs no neighbours: any temporal model
+    monkeypatch.setattr(sys, "argv", argv + ["--compare", "threads", "--threads", "2",
+                                             "--batches", "1", "--rounds", "1",
+                                             "--warmup", "1"])
+    threads = torch.get_num_threads()
+    try:
+        bench.main()
+    finally:
+        torch.set_num_threads(threads)
+    assert "1 torch thread against the baseline:" in capsys.readouterr().out
