@@ -61,7 +61,9 @@ class SamplerConfig:
     batch_size: int = 1024               # seeds per batch (per worker)
     eval_batch_size: int = 4096          # seeds per batch in layer-wise inference
     device: str = "auto"                 # where the sampler reads: auto | cpu | cuda
-    threads: int | None = None           # numba/torch threads; default: the cores available
+    # numba / torch threads; default: the cores available (temporal batches under 800 events
+    # per worker train torch on one of them: TemporalMode.training_torch_threads)
+    threads: int | None = None
     prefetch: int = 2                    # batches prepared ahead by the background thread
     drop_last: bool = False
 
