@@ -61,8 +61,8 @@ class SamplerConfig:
     batch_size: int = 1024               # seeds per batch (per worker)
     eval_batch_size: int = 4096          # seeds per batch in layer-wise inference
     device: str = "auto"                 # where the sampler reads: auto | cpu | cuda
-    # numba / torch threads; default: the cores available (temporal batches under 800 events
-    # per worker train torch on one of them: TemporalMode.training_torch_threads)
+    # numba / torch threads; default: the cores available (temporal training may use fewer
+    # torch threads: temporal.train_torch_threads)
     threads: int | None = None
     prefetch: int = 2                    # batches prepared ahead by the background thread
     drop_last: bool = False
@@ -131,6 +131,9 @@ class TemporalConfig:
     mailbox_size: int = 0                # mails kept per vertex; 0 = model default (APAN 10, else 1)
     eval_negatives: int = 9              # negatives per positive for MRR (AP uses the first)
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
+    # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
+    # (TemporalMode.training_torch_threads), else as sampler.threads
+    train_torch_threads: int = 0
 
 
 @dataclass
@@ -290,6 +293,7 @@ RANGES = {
     "temporal.memory_dim": ">= 1", "temporal.time_dim": ">= 1", "temporal.embedding_dim": ">= 1",
     "temporal.num_neighbors": ">= 1", "temporal.edge_feat_dim": ">= 0",
     "temporal.mailbox_size": ">= 0", "temporal.eval_negatives": ">= 1",
+    "temporal.train_torch_threads": ">= 0",
     "fullgraph.quantization.assign_every": ">= 1", "fullgraph.quantization.group_size": ">= 1",
     "fullgraph.quantization.lam": "in [0, 1]",
     "fullgraph.quantization.solver_time_limit_s": "> 0",

@@ -39,6 +39,7 @@ from .models import build_model, row_layout, uses_neighbors
 # 33.5, 700 events 57.4 against 59.6, 1,000 events 74.3 against 72.4; BENCHMARKS.md). So
 # small batches train on one torch thread, and the batch planner's thread has the other
 # core. Evaluation (no backward, (2 + negatives) roots per event) keeps every thread.
+# `temporal.train_torch_threads` overrides the rule (other machines cross over elsewhere).
 ONE_TORCH_THREAD_BELOW_EVENTS = 800
 
 
@@ -74,7 +75,9 @@ class TemporalMode:
                                     config.temporal.pair_history)
         self.batches_per_epoch = len(self.planner.batches("train"))
         small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
-        self.training_torch_threads = 1 if small else None   # TrainingLoop.train_epoch sets it
+        # TrainingLoop.train_epoch sets it; None = the pool as it is
+        self.training_torch_threads = config.temporal.train_torch_threads or \
+            (1 if small else None)
         self.train_s = 0.0
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
 

@@ -60,16 +60,19 @@ def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
     assert torch.equal(a["memory"]["memory"], b["memory"]["memory"])
 
 
-@pytest.mark.parametrize("batch_size, trains_on", [(100, 1), (800, 2)])
-def test_small_batches_train_on_one_torch_thread(batch_size, trains_on, tiny_graph,
+@pytest.mark.parametrize("batch_size, override, trains_on",
+                         [(100, 0, 1), (800, 0, 2), (100, 2, 2), (800, 1, 1)])
+def test_small_batches_train_on_one_torch_thread(batch_size, override, trains_on, tiny_graph,
                                                  tiny_config):
     # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves:
-    # the loop's forward, backward and step run on one; evaluation and after keep two
+    # the loop's forward, backward and step run on one; evaluation and after keep two;
+    # temporal.train_torch_threads overrides the rule
     from gnnsys.distributed.comm import Communicator
     from gnnsys.distributed.launcher import WorkerContext
     from gnnsys.temporal.mode import TemporalMode
     from gnnsys.training import TrainingLoop
-    cfg = tiny_config(sampler={"batch_size": batch_size, "threads": 2})
+    cfg = tiny_config(sampler={"batch_size": batch_size, "threads": 2},
+                      temporal={"train_torch_threads": override})
     cpu = torch.device("cpu")
     loop = TrainingLoop(WorkerContext(0, 1, cpu, Communicator(0, 1, cpu)), cfg,
                         TemporalMode.prepare(cfg, tiny_graph))
