@@ -4,7 +4,6 @@ table and ratio print."""
 import sys
 
 import pytest
-import torch
 
 from gnnsys.testing import shared_data_dir
 
@@ -13,16 +12,12 @@ pytestmark = pytest.mark.skipif(shared_data_dir() is None,
 
 
 def test_bench_temporal_pyg_runs_both_sides(load_script, repo_root, tmp_path, monkeypatch,
-                                            capsys):
+                                            capsys, threads_restored):
     bench = load_script("bench_temporal_pyg")
     monkeypatch.setattr(sys, "argv", [
         "bench_temporal_pyg.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
         "--epochs", "1", "--threads", "2", "--run-dir", str(tmp_path / "run")])
-    threads = torch.get_num_threads()
-    try:
-        bench.main()
-    finally:
-        torch.set_num_threads(threads)
+    bench.main()
     out = capsys.readouterr().out
     assert "2 threads (torch trains on 1 in gnnsys, 2 in PyG)" in out   # batch 200 < 800
     for name in ("gnnsys temporal TGN", "PyG examples/tgn.py"):

@@ -15,8 +15,7 @@ pytestmark = pytest.mark.skipif(shared_data_dir() is None,
     ("attention", ("fused kernel", "tensor ops (baseline)")),
     ("threads", ("1 torch thread", "2 torch threads (baseline)"))])
 def test_bench_temporal_step_runs_both_paths(compare, names, load_script, repo_root, tmp_path,
-                                             monkeypatch, capsys):
-    import torch
+                                             monkeypatch, capsys, threads_restored):
     bench = load_script("bench_temporal_step")
     monkeypatch.chdir(tmp_path)                    # its run dir is relative
     monkeypatch.setattr(models, "fused_kernel_on", models.fused_kernel_on)
@@ -24,11 +23,7 @@ def test_bench_temporal_step_runs_both_paths(compare, names, load_script, repo_r
         "bench_temporal_step.py", "--config", str(repo_root / "configs/tgn-collegemsg.yaml"),
         "--batches", "2", "--rounds", "2", "--warmup", "1", "--set", "train.seed=0",
         "--compare", compare, "--threads", "2"])
-    threads = torch.get_num_threads()
-    try:
-        bench.main()
-    finally:
-        torch.set_num_threads(threads)
+    bench.main()
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(tuple(f"| {n} |" for n in names))]
     assert len(rows) == 2
@@ -39,8 +34,7 @@ def test_bench_temporal_step_runs_both_paths(compare, names, load_script, repo_r
 
 def test_bench_temporal_step_attention_needs_tgn_threads_any_model(load_script, repo_root,
                                                                    tmp_path, monkeypatch,
-                                                                   capsys):
-    import torch
+                                                                   capsys, threads_restored):
     bench = load_script("bench_temporal_step")
     monkeypatch.chdir(tmp_path)                    # its run dir is relative
     argv = ["bench_temporal_step.py", "--config",
@@ -52,9 +46,5 @@ def test_bench_temporal_step_attention_needs_tgn_threads_any_model(load_script, 
     monkeypatch.setattr(sys, "argv", argv + ["--compare", "threads", "--threads", "2",
                                              "--batches", "1", "--rounds", "1",
                                              "--warmup", "1"])
-    threads = torch.get_num_threads()
-    try:
-        bench.main()
-    finally:
-        torch.set_num_threads(threads)
+    bench.main()
     assert "1 torch thread against the baseline:" in capsys.readouterr().out

@@ -63,7 +63,7 @@ def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
 @pytest.mark.parametrize("batch_size, override, trains_on",
                          [(100, 0, 1), (800, 0, 2), (100, 2, 2), (800, 1, 1)])
 def test_small_batches_train_on_one_torch_thread(batch_size, override, trains_on, tiny_graph,
-                                                 tiny_config):
+                                                 tiny_config, threads_restored):
     # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves:
     # the loop's forward, backward and step run on one; evaluation and after keep two;
     # temporal.train_torch_threads overrides the rule
@@ -78,29 +78,21 @@ def test_small_batches_train_on_one_torch_thread(batch_size, override, trains_on
                         TemporalMode.prepare(cfg, tiny_graph))
     seen, step = [], loop.optimizer.step
     loop.optimizer.step = lambda: (seen.append(torch.get_num_threads()), step())
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        loop.train_epoch(0)
-        assert seen and set(seen) == {trains_on}
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    torch.set_num_threads(2)
+    loop.train_epoch(0)
+    assert seen and set(seen) == {trains_on}
+    assert torch.get_num_threads() == 2
 
 
-def test_intra_op_threads_sets_and_restores():
+def test_intra_op_threads_sets_and_restores(threads_restored):
     from gnnsys.distributed.launcher import intra_op_threads
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(2)
-        with intra_op_threads(1):
+    torch.set_num_threads(2)
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+        with intra_op_threads(None):              # None: as it is
             assert torch.get_num_threads() == 1
-            with intra_op_threads(None):          # None: as it is
-                assert torch.get_num_threads() == 1
-        assert torch.get_num_threads() == 2
-        with pytest.raises(KeyError):             # restored on errors too
-            with intra_op_threads(1):
-                raise KeyError
-        assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(before)
+    assert torch.get_num_threads() == 2
+    with pytest.raises(KeyError):                 # restored on errors too
+        with intra_op_threads(1):
+            raise KeyError
+    assert torch.get_num_threads() == 2
