@@ -141,8 +141,11 @@ class TrainingLoop:
             self.run_dir.save_config(self.config)
             setup = self.comm.all_gather_object(self.mode.describe())
             if self.epoch < 0:
+                pool = torch.get_num_threads()
                 self.run_dir.log({"event": "start", "mode": self.config.mode,
                                   "workers": self.ctx.world_size, "malloc": self.malloc,
+                                  "torch_threads": {"train": self._training_threads() or pool,
+                                                    "eval": pool},
                                   "setup": setup})
             self._reset_traffic()
             # one step per epoch (full-graph): one bar over the epochs instead of a bar each
@@ -199,6 +202,11 @@ class TrainingLoop:
             self._checkpoint()                    # a resumed run starts where this one stopped
         return True
 
+    def _training_threads(self) -> int | None:
+        """The torch threads a mode's training steps run on (None: the pool as it is); a
+        mode of small ops may ask for fewer than the process has."""
+        return getattr(self.mode, "training_torch_threads", None)
+
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
         self.model.train()
@@ -207,8 +215,7 @@ class TrainingLoop:
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
                        enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
-        # a mode may train on fewer torch threads than the process has (small ops)
-        with intra_op_threads(getattr(self.mode, "training_torch_threads", None)):
+        with intra_op_threads(self._training_threads()):
             for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
                 if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
                     os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process

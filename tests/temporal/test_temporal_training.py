@@ -79,9 +79,11 @@ def test_small_batches_train_on_one_torch_thread(batch_size, override, trains_on
     seen, step = [], loop.optimizer.step
     loop.optimizer.step = lambda: (seen.append(torch.get_num_threads()), step())
     torch.set_num_threads(2)
-    loop.train_epoch(0)
+    loop.run()
     assert seen and set(seen) == {trains_on}
     assert torch.get_num_threads() == 2
+    start = next(r for r in read_metrics(cfg.run.dir) if r.get("event") == "start")
+    assert start["torch_threads"] == {"train": trains_on, "eval": 2}   # the run log says so
 
 
 def test_intra_op_threads_sets_and_restores(threads_restored):
