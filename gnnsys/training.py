@@ -144,7 +144,7 @@ class TrainingLoop:
                 pool = torch.get_num_threads()
                 self.run_dir.log({"event": "start", "mode": self.config.mode,
                                   "workers": self.ctx.world_size, "malloc": self.malloc,
-                                  "torch_threads": {"train": self._training_threads() or pool,
+                                  "torch_threads": {"train": self.training_threads(),
                                                     "eval": pool},
                                   "setup": setup})
             self._reset_traffic()
@@ -202,10 +202,10 @@ class TrainingLoop:
             self._checkpoint()                    # a resumed run starts where this one stopped
         return True
 
-    def _training_threads(self) -> int | None:
-        """The torch threads a mode's training steps run on (None: the pool as it is); a
-        mode of small ops may ask for fewer than the process has."""
-        return getattr(self.mode, "training_torch_threads", None)
+    def training_threads(self) -> int:
+        """The torch threads the training steps run on: the mode's `training_torch_threads`
+        (a mode of small ops may ask for fewer than the process has), else the pool as it is."""
+        return getattr(self.mode, "training_torch_threads", None) or torch.get_num_threads()
 
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
@@ -215,7 +215,7 @@ class TrainingLoop:
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
                        enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
-        with intra_op_threads(self._training_threads()):
+        with intra_op_threads(self.training_threads()):
             for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
                 if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
                     os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process

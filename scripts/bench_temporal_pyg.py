@@ -224,7 +224,7 @@ def main() -> None:
     p_rate = train_events / statistics.median(r["epoch_s"] for r in pyg_records)
     rows = [("gnnsys temporal TGN", g_rate, result["val_ap"], result["test_ap"]),
             ("PyG examples/tgn.py", p_rate, best["val_ap"], best["test_ap"])]
-    gnnsys_torch = loop.mode.training_torch_threads or args.threads
+    gnnsys_torch = loop.training_threads()    # the pool is at --threads here
     print(f"\n{config.dataset.name}, {args.epochs} epochs, batch {config.sampler.batch_size}, "
           f"{args.threads} threads (torch trains on {gnnsys_torch} in gnnsys, {args.threads} in "
           f"PyG), {train_events:,} training events, {openmp_setting()}; "

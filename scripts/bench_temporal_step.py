@@ -40,7 +40,7 @@ def compared_paths(compare: str, loop: TrainingLoop, threads: int) -> dict:
     """name -> (attention's device rule, torch threads) of the two paths; the second is the
     baseline."""
     own = models.fused_kernel_on                            # the model's own choice
-    trains_on = loop.mode.training_torch_threads or threads  # as the loop trains
+    trains_on = loop.training_threads()                     # as the loop trains
     if compare == "attention":
         return {"fused kernel": (own, trains_on),
                 "tensor ops (baseline)": (lambda device: False, trains_on)}
