@@ -14,7 +14,10 @@ Per batch, in the same run and on the same seeds, it times:
   3. ceiling: numpy.take(features, random_rows, axis=0, out=prealloc) of as many random
               rows as the fused batch gathered (one thread: what a plain copy reaches),
               from the 4 KiB-page and the huge-page copy of the features;
-              for scale, also a contiguous copy of as many bytes (memory bandwidth).
+              for scale, also a contiguous copy of as many bytes (memory bandwidth);
+  4. floor:   the CPU time of sampling without features plus index_select(out=) of the
+              rows (float32 and float16), divided by the threads: what no overlap of the
+              phases can beat on this many cores.
 Methods are interleaved batch by batch so machine noise hits all of them alike. Prints
 a table (median and fastest batch, wall clock; median CPU time of all threads) with
 ratios against the ceiling; --json saves it.
@@ -111,8 +114,9 @@ def run(args) -> dict:
     fused_in_sequence = make(features=features, overlap_gather=False)
     plain = make(features=None)
     feature_tensor = torch.from_numpy(features)
+    half_tensor = torch.from_numpy(fused_half.features)
     rng = np.random.default_rng(1)
-    take_out = index_out = None
+    take_out = index_out = half_out = None
     wall, cpu = {}, {}
     edges, gathered_rows, overlapped_rows = [], [], []
     load_before = os.getloadavg()
@@ -139,9 +143,12 @@ def run(args) -> dict:
             take_out = np.zeros((2 * num_rows, features.shape[1]), dtype=features.dtype)
             index_out = torch.zeros((2 * num_rows, features.shape[1]),
                                     dtype=feature_tensor.dtype)
+            half_out = torch.zeros((2 * num_rows, features.shape[1]), dtype=half_tensor.dtype)
         t_fresh, c_fresh, _ = timed(lambda: torch.index_select(feature_tensor, 0, n_id))
         t_out, c_out, _ = timed(lambda: torch.index_select(feature_tensor, 0, n_id,
                                                            out=index_out[:num_rows]))
+        t_out16, c_out16, _ = timed(lambda: torch.index_select(half_tensor, 0, n_id,
+                                                               out=half_out[:num_rows]))
         random_rows = rng.integers(0, num_nodes, size=num_rows)
         t_take, c_take, _ = timed(lambda: np.take(features, random_rows, axis=0,
                                                   out=take_out[:num_rows]))
@@ -160,7 +167,9 @@ def run(args) -> dict:
         record("plain_fresh", t_plain + t_fresh, c_plain + c_fresh)
         record("plain_out", t_plain + t_out, c_plain + c_out)
         record("index_select", t_fresh)
-        record("index_select_out", t_out)
+        record("index_select_out", t_out, c_out)
+        record("index_select_out_fp16", t_out16, c_out16)
+        record("sample_only", t_plain, c_plain)
         record("take", t_take, c_take)
         record("copy", t_copy, c_copy)
         for phase in ("sample", "relabel", "gather"):
@@ -187,6 +196,17 @@ def run(args) -> dict:
         "median_rows_gathered_beside_relabel": float(np.median(overlapped_rows)),
         "row_bytes": int(row_bytes), "thp": f"THP {thp_mode()}",
     }
+
+
+def floor_line(cpu: dict, threads: int, dtype: str, gather_key: str) -> str:
+    """The CPU a batch needs, spread over every core: sampling without features plus
+    torch.index_select(out=) of its rows (each measured alone, on all threads), / threads.
+    No overlap of these two phases, as fast as they run here, gets a batch under it."""
+    sample, gather = cpu["sample_only"], cpu[gather_key]
+    return (f"floor, {dtype}: sampling without features {sample * 1e3:.1f} + gather "
+            f"(index_select(out=)) {gather * 1e3:.1f} ms CPU = {(sample + gather) * 1e3:.1f} "
+            f"ms CPU per batch, / {threads} cores = {(sample + gather) / threads * 1e3:.1f} "
+            f"ms/batch at best")
 
 
 def table(result: dict) -> str:
@@ -250,6 +270,9 @@ def table(result: dict) -> str:
         f"gather phase <= 1.5x ceiling "
         f"{'met' if m['fused_seq_gather'] <= 1.5 * ceiling else 'MISSED'} "
         f"({m['fused_seq_gather'] / ceiling:.2f}x)",
+        "",
+        floor_line(cpu, c["threads"], "float32", "index_select_out"),
+        floor_line(cpu, c["threads"], "float16", "index_select_out_fp16"),
     ]
     return "\n".join(lines)
 

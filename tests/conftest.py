@@ -48,3 +48,15 @@ def load_script():
         spec.loader.exec_module(module)
         return module
     return load
+
+
+@pytest.fixture
+def threads_restored():
+    """Puts torch's and numba's thread pools back after a test that sets them (the bench
+    scripts' set_threads, a mode's training threads), so later tests see the usual pools."""
+    import numba
+    import torch
+    torch_threads, numba_threads = torch.get_num_threads(), numba.get_num_threads()
+    yield
+    torch.set_num_threads(torch_threads)
+    numba.set_num_threads(numba_threads)

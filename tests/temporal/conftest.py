@@ -43,18 +43,6 @@ def _tiny_config(tmp_path, **sections):
     return from_dict(data)
 
 
-@pytest.fixture
-def threads_restored():
-    """Puts torch's and numba's thread pools back after a test that sets them (the bench
-    scripts' set_threads, a mode's training threads), so later tests see the usual pools."""
-    import numba
-    import torch
-    torch_threads, numba_threads = torch.get_num_threads(), numba.get_num_threads()
-    yield
-    torch.set_num_threads(torch_threads)
-    numba.set_num_threads(numba_threads)
-
-
 # ----------------------------------------------------------------------------- in-process workers
 def run_threaded(fn, world_size: int, *args) -> list:
     """fn(ctx, *args) on `world_size` thread workers; their results in rank order."""
