@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import time
 from pathlib import Path
 
 import gnnsys
+from gnnsys.runlog import atomic_write_bytes
 
 # One row per static bundle: how it is evaluated and the model that trains on it.
 # fanouts -1 = all neighbours (the graphs are small); norm = model.norm between layers;
@@ -180,10 +180,7 @@ def main(argv=None) -> list[dict]:
                   f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
     print(markdown(rows))
     if args.json:
-        path = Path(args.json)
-        tmp_path = path.with_name(path.name + ".tmp")
-        tmp_path.write_text(json.dumps(rows, indent=1))
-        os.replace(tmp_path, path)          # atomic: never a half-written file
+        atomic_write_bytes(Path(args.json), json.dumps(rows, indent=1).encode())
     return rows
 
 

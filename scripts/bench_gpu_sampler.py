@@ -277,14 +277,10 @@ def table(result: dict) -> str:
 
 
 def main(argv=None):
+    from bench_sampler import add_graph_arguments   # scripts/ is on sys.path
+    from gnnsys.runlog import atomic_write_bytes
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="synthetic-products")
-    parser.add_argument("--nodes", type=int, default=0,
-                        help="use a power-law random graph with this many nodes instead")
-    parser.add_argument("--degree", type=float, default=50.0, help="its mean degree")
-    parser.add_argument("--features", type=int, default=100, help="its feature width")
-    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=1024)
+    add_graph_arguments(parser)
     parser.add_argument("--device-fraction", type=float, default=0.15,
                         help="share of feature rows on the GPU in the tiered run")
     parser.add_argument("--lanes", type=int, default=32, help="threads per target/row")
@@ -306,10 +302,7 @@ def main(argv=None):
     result = run(args)
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, args.json)
+        atomic_write_bytes(args.json, json.dumps(result, indent=1).encode())
     return result
 
 

@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 
 from gnnsys.netcluster import NetCluster, NetClusterError, unavailable_reason
+from gnnsys.runlog import atomic_write_bytes
 
 REPO = Path(__file__).resolve().parent.parent
 # One core per node: a worker's threads, and the 1-node run's too (its process is not
@@ -217,10 +218,7 @@ def main(argv=None) -> int:
             return 1
     print(_table(rows, scaling=bool(args.scaling)))
     if args.json:
-        path = Path(args.json)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(rows, indent=1))
-        tmp.replace(path)                  # atomic: never a half-written file
+        atomic_write_bytes(Path(args.json), json.dumps(rows, indent=1).encode())
     return 0
 
 

@@ -17,6 +17,7 @@ import json
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +28,7 @@ from gnnsys.config import from_dict
 from gnnsys.datasets import load_dataset
 from gnnsys.interop.pyg import to_pyg
 from gnnsys.pyg import NeighborLoader
-from gnnsys.runlog import read_metrics
+from gnnsys.runlog import atomic_write_bytes, read_metrics
 from gnnsys.training import fit
 
 
@@ -124,8 +125,8 @@ def main(argv=None):
             print(f"| {name} | {median_after_first(row['epoch_s']):.3f} | "
                   f"{median_after_first(row['batch_wait_s']):.3f} | {row['test_acc']:.4f} |")
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"args": vars(args), "rows": rows}, handle, indent=1)
+        atomic_write_bytes(Path(args.json),
+                           json.dumps({"args": vars(args), "rows": rows}, indent=1).encode())
 
 
 if __name__ == "__main__":

@@ -51,6 +51,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from samplers import FusedSampler  # noqa: E402
 from samplers.huge_pages import huge_page_copy, thp_mode  # noqa: E402
+from gnnsys.runlog import atomic_write_bytes  # noqa: E402
 
 
 def power_law_graph(num_nodes: int, mean_degree: float, num_features: int, seed: int = 0):
@@ -277,8 +278,8 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
+    """The graph and batch arguments (shared with bench_gpu_sampler.py; load_graph reads them)."""
     parser.add_argument("--dataset", default="synthetic-products")
     parser.add_argument("--nodes", type=int, default=0,
                         help="use a power-law random graph with this many nodes instead")
@@ -286,6 +287,11 @@ def main(argv=None):
     parser.add_argument("--features", type=int, default=100, help="its feature width")
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
     parser.add_argument("--batch-size", type=int, default=1024)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_graph_arguments(parser)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=6,
@@ -296,10 +302,7 @@ def main(argv=None):
     result = run(args)
     print(table(result))
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.json.with_suffix(args.json.suffix + ".tmp")
-        tmp.write_text(json.dumps(result, indent=1))
-        os.replace(tmp, args.json)
+        atomic_write_bytes(args.json, json.dumps(result, indent=1).encode())
     return result
 
 

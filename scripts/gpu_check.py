@@ -37,7 +37,6 @@ import platform
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -227,13 +226,6 @@ def outcome(step: dict, key: str) -> str:
     return str(step["result"].get(key, ""))
 
 
-def write_atomic(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False,
-                                     prefix=f".{path.name}.") as tmp:
-        tmp.write(text)
-    os.replace(tmp.name, path)
-
-
 def machine_info(simulate: bool) -> dict:
     import numba
     import torch
@@ -324,8 +316,10 @@ def main(argv=None) -> int:
     report["targets"] = targets(report, args.simulate)
     report["total_s"] = time.perf_counter() - started
     text = markdown(report)
-    write_atomic(args.out / "gpu_check.json", json.dumps(report, indent=1, default=str))
-    write_atomic(args.out / "gpu_check.md", text)
+    from gnnsys.runlog import atomic_write_bytes
+    atomic_write_bytes(args.out / "gpu_check.json",
+                       json.dumps(report, indent=1, default=str).encode())
+    atomic_write_bytes(args.out / "gpu_check.md", text.encode())
     print(text)
     print(f"wrote {args.out / 'gpu_check.json'} and {args.out / 'gpu_check.md'}")
     return 0 if all(report[name]["ok"] for name in steps) else 1

@@ -1,12 +1,16 @@
 """scripts/bench_sampler.py runs end to end on a small random graph: every method's row
-prints, and each floor line is the sum of its two measured CPU times over the threads."""
+prints, each floor line is the sum of its two measured CPU times over the threads, and --json saves the results."""
+import json
 import re
 
 
-def test_bench_sampler_prints_every_method_and_its_floor(load_script, capsys, threads_restored):
+def test_bench_sampler_prints_every_method_and_its_floor(load_script, capsys, threads_restored,
+                                                         tmp_path):
     bench = load_script("bench_sampler")
+    saved = tmp_path / "out" / "sampler.json"
     result = bench.main(["--nodes", "20000", "--degree", "8", "--batches", "2", "--warmup", "1",
-                         "--threads", "2"])
+                         "--threads", "2", "--json", str(saved)])
+    assert json.loads(saved.read_text())["median_cpu_s"] == result["median_cpu_s"]
     out = capsys.readouterr().out
     for method in ("fused sample+gather (default)", "fused, float16 features",
                    "fused, phases in sequence", "plain: sample, index_select (out=)",
