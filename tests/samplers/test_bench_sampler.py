@@ -1,5 +1,6 @@
 """scripts/bench_sampler.py runs end to end on a small random graph: every method's row
-prints, each floor line is the sum of its two measured CPU times over the threads, and --json saves the results."""
+prints, each floor line is the sum of its two measured CPU times over the threads, and
+--json saves the results."""
 import json
 import re
 
