@@ -65,11 +65,11 @@ from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blo
                               gather_rows)
 from samplers._gather_csr import gather_csr_rows
 from samplers._hop_sampling import count_hop, fill_hop
+from samplers._inputs import checked_csr, checked_fanouts, checked_row_of, checked_seeds
 from samplers._node_map import NodeMap, relabel_hop_serial
 from samplers.rng import seed_to_u64
 from samplers.types import SampledSubgraph
 
-ALL_NEIGHBOURS = -1
 # The parallel (sharded) relabel pays off from this many threads on; below it the
 # one-pass serial relabel is faster (see samplers/_node_map.py).
 SHARDED_RELABEL_MIN_THREADS = 8
@@ -131,22 +131,9 @@ class FusedSampler:
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
                  num_threads: int | None = None, num_buffers: int = 4,
                  overlap_gather: bool = True):
-        self.indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        self.indices = np.asarray(indices)
-        if self.indptr.ndim != 1 or self.indptr.size < 1:
-            raise ValueError("FusedSampler: indptr must be a 1-D int64 array of length N+1")
-        if self.indices.dtype not in (np.int32, np.int64) or self.indices.ndim != 1:
-            raise ValueError(f"FusedSampler: indices must be 1-D int32 or int64, got "
-                             f"{self.indices.dtype} with shape {self.indices.shape}")
-        self.indices = np.ascontiguousarray(self.indices)
-        if int(self.indptr[-1]) != self.indices.size:
-            raise ValueError(f"FusedSampler: indptr[-1]={int(self.indptr[-1])} but indices "
-                             f"has {self.indices.size} entries; the CSR is inconsistent")
+        self.indptr, self.indices = checked_csr(indptr, indices, "FusedSampler")
         self.num_nodes = self.indptr.size - 1
-        self.fanouts = [int(f) for f in fanouts]
-        if not self.fanouts or any(f < 0 and f != ALL_NEIGHBOURS for f in self.fanouts):
-            raise ValueError(f"FusedSampler: fanouts must be a non-empty list of counts "
-                             f">= 0 or -1 (all neighbours), got {list(fanouts)}")
+        self.fanouts = checked_fanouts(fanouts, "FusedSampler")
         self.features, self.row_of = self._check_features(features, row_of)
         self.sparse = sp.issparse(self.features)
         self._feature_bytes = (None if self.features is None or self.sparse
@@ -193,31 +180,13 @@ class FusedSampler:
         elif not features.flags.c_contiguous:
             raise ValueError("FusedSampler: features must be C-contiguous (row-major); "
                              "pass np.ascontiguousarray(features)")
-        if row_of is None:
-            if features.shape[0] < self.num_nodes:
-                raise ValueError(f"FusedSampler: features has {features.shape[0]} rows "
-                                 f"for {self.num_nodes} nodes; pass row_of to map ids")
-            return features, None
-        row_of = np.ascontiguousarray(row_of, dtype=np.int64)
-        if row_of.shape != (self.num_nodes,):
-            raise ValueError(f"FusedSampler: row_of must have shape ({self.num_nodes},), "
-                             f"got {row_of.shape}")
-        if row_of.size and (row_of.min() < -1 or row_of.max() >= features.shape[0]):
-            raise ValueError(f"FusedSampler: row_of values must lie in [-1, "
-                             f"{features.shape[0]}) (rows of features)")
+        row_of = checked_row_of(row_of, self.num_nodes, features.shape[0], "FusedSampler")
         return features, row_of
 
     # ------------------------------------------------------------------ sampling
     def sample(self, seeds, seed: int) -> SampledSubgraph:
         """Sample around `seeds` (global ids; repeats allowed) with batch seed `seed`."""
-        seeds = np.asarray(seeds)
-        if seeds.ndim != 1 or (seeds.size and seeds.dtype.kind not in "iu"):
-            raise ValueError(f"FusedSampler.sample: seeds must be a 1-D integer array, "
-                             f"got {seeds.dtype} with shape {seeds.shape}")
-        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
-        if seeds.size and (seeds.min() < 0 or seeds.max() >= self.num_nodes):
-            raise ValueError(f"FusedSampler.sample: seed ids must lie in [0, "
-                             f"{self.num_nodes}), got [{seeds.min()}, {seeds.max()}]")
+        seeds = checked_seeds(seeds, self.num_nodes, "FusedSampler")
         previous_threads = numba.get_num_threads()
         numba.set_num_threads(self.num_threads)
         try:

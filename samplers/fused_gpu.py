@@ -39,13 +39,13 @@ from numba import cuda
 from numba.core.errors import NumbaPerformanceWarning
 
 from samplers import gpu_kernels as kernels
+from samplers._inputs import checked_csr, checked_fanouts, checked_row_of, checked_seeds
 from samplers.gpu_memory import (DeviceWorkspace, build_tier_tables, check_device_memory,
                                  copyable, host_table)
 from samplers.gpu_tiers import (HOST_TIER, MISS, TIER_SHIFT, FeaturePlacement, TierBudgets,
                                 place_adjacency, place_features, tier_name)
 from samplers.types import SampledSubgraph
 
-ALL_NEIGHBOURS = -1
 DEVICES = ("auto", "cpu", "cuda")        # sampler.device and train.device
 # Below this load the linear probes of the batch hash table stay short.
 MAX_TABLE_LOAD = 0.5
@@ -118,21 +118,9 @@ class GpuFusedSampler:
                  placement: FeaturePlacement | None = None,
                  adjacency_device_bytes: int | None = None, peer_devices=None,
                  lanes: int = 32, groups_per_block: int = 4, num_buffers: int = 4):
-        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        indices = np.ascontiguousarray(indices)
-        if indptr.ndim != 1 or indptr.size < 1:
-            raise ValueError("GpuFusedSampler: indptr must be a 1-D int64 array of length N+1")
-        if indices.ndim != 1 or indices.dtype not in (np.int32, np.int64):
-            raise ValueError(f"GpuFusedSampler: indices must be 1-D int32 or int64, got "
-                             f"{indices.dtype} with shape {indices.shape}")
-        if int(indptr[-1]) != indices.size:
-            raise ValueError(f"GpuFusedSampler: indptr[-1]={int(indptr[-1])} but indices "
-                             f"has {indices.size} entries; the CSR is inconsistent")
+        indptr, indices = checked_csr(indptr, indices, "GpuFusedSampler")
         self.num_nodes = indptr.size - 1
-        self.fanouts = [int(f) for f in fanouts]
-        if not self.fanouts or any(f < 0 and f != ALL_NEIGHBOURS for f in self.fanouts):
-            raise ValueError(f"GpuFusedSampler: fanouts must be a non-empty list of counts "
-                             f">= 0 or -1 (all neighbours), got {list(fanouts)}")
+        self.fanouts = checked_fanouts(fanouts, "GpuFusedSampler")
         if lanes < 1 or groups_per_block < 1 or num_buffers < 1:
             raise ValueError(f"GpuFusedSampler: lanes ({lanes}), groups_per_block "
                              f"({groups_per_block}) and num_buffers ({num_buffers}) "
@@ -170,17 +158,7 @@ class GpuFusedSampler:
         if features.dtype not in (np.float32, np.float16):
             raise ValueError(f"GpuFusedSampler: features must be float32 or float16, got "
                              f"{features.dtype}; convert with features.astype(np.float32)")
-        if row_of is None and features.shape[0] < self.num_nodes:
-            raise ValueError(f"GpuFusedSampler: features has {features.shape[0]} rows for "
-                             f"{self.num_nodes} nodes; pass row_of to map ids")
-        if row_of is not None:
-            row_of = np.ascontiguousarray(row_of, dtype=np.int64)
-            if row_of.shape != (self.num_nodes,):
-                raise ValueError(f"GpuFusedSampler: row_of must have shape "
-                                 f"({self.num_nodes},), got {row_of.shape}")
-            if row_of.size and (row_of.min() < -1 or row_of.max() >= features.shape[0]):
-                raise ValueError(f"GpuFusedSampler: row_of values must lie in [-1, "
-                                 f"{features.shape[0]}) (rows of features)")
+        row_of = checked_row_of(row_of, self.num_nodes, features.shape[0], "GpuFusedSampler")
         row_bytes = features.shape[1] * features.itemsize
         if placement is not None:
             if budgets is not None:
@@ -256,14 +234,7 @@ class GpuFusedSampler:
     # ------------------------------------------------------------------ sampling
     def sample(self, seeds, seed: int, on_device: bool = False) -> SampledSubgraph:
         """Sample around `seeds` (global ids; repeats allowed) with batch seed `seed`."""
-        seeds = np.asarray(seeds)
-        if seeds.ndim != 1 or (seeds.size and seeds.dtype.kind not in "iu"):
-            raise ValueError(f"GpuFusedSampler.sample: seeds must be a 1-D integer array, "
-                             f"got {seeds.dtype} with shape {seeds.shape}")
-        seeds = np.ascontiguousarray(seeds, dtype=np.int64)
-        if seeds.size and (seeds.min() < 0 or seeds.max() >= self.num_nodes):
-            raise ValueError(f"GpuFusedSampler.sample: seed ids must lie in [0, "
-                             f"{self.num_nodes}), got [{seeds.min()}, {seeds.max()}]")
+        seeds = checked_seeds(seeds, self.num_nodes, "GpuFusedSampler")
         started = time.perf_counter()
         try:
             with warnings.catch_warnings():

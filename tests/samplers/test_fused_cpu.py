@@ -377,6 +377,17 @@ def test_bad_arguments_are_named(kwargs, message):
         FusedSampler(indptr, indices, **kwargs)
 
 
+def test_bad_graph_and_seeds_are_named():
+    """The checks both fused samplers share (samplers/_inputs.py)."""
+    indptr, indices = random_graph(4, 2, seed=17)
+    with pytest.raises(ValueError, match="FusedSampler: indptr.*the CSR is inconsistent"):
+        FusedSampler(indptr, indices[:-1], [2])
+    with pytest.raises(ValueError, match="indices must be 1-D int32 or int64, got float32"):
+        FusedSampler(indptr, indices.astype(np.float32), [2])
+    with pytest.raises(ValueError, match=r"FusedSampler.sample: seeds must be a 1-D integer"):
+        FusedSampler(indptr, indices, [2]).sample(np.zeros((2, 2), np.int64), 0)
+
+
 def test_out_of_range_seeds_are_rejected():
     indptr, indices = random_graph(10, 2, seed=18)
     sampler = FusedSampler(indptr, indices, [2])
