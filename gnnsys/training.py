@@ -167,7 +167,9 @@ class TrainingLoop:
         config = self.config
         record = self.train_epoch(epoch)
         if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
+            eval_start = time.perf_counter()
             record.update(self.mode.evaluate())
+            record["eval_s"] = time.perf_counter() - eval_start      # not part of epoch_s
             if record[self.key] > self.best_val or self.best is None:
                 self.best_val, self.best_epoch = record[self.key], epoch
                 self.best = self._snapshot()
@@ -362,7 +364,8 @@ class TrainingLoop:
     # ------------------------------------------------------------------ output
     def _print(self, record: dict) -> None:
         parts = [f"epoch {record['epoch'] + 1}: loss {record['loss']:.4f}",
-                 f"{record['epoch_s']:.1f}s"]
+                 f"{record['epoch_s']:.1f}s" + (f" (+{record['eval_s']:.1f}s evaluation)"
+                                                 if "eval_s" in record else "")]
         if record.get("comm_bytes_sent"):
             parts.append(f"sent {record['comm_bytes_sent'] / 2 ** 20:.2f} MiB")
         if record.get("peak_rss_mb"):

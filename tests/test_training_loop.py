@@ -195,3 +195,14 @@ def test_epoch_records_the_cores_the_process_kept_busy(tmp_path):
     # CPU seconds over wall seconds: above zero, and no more than every core of the machine
     assert len(epochs) == 2
     assert all(0 < r["cpu_cores"] <= os.cpu_count() + 0.5 for r in epochs)
+
+
+def test_epochs_that_evaluate_record_its_time_apart_from_training(tmp_path):
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    fit(from_dict(_config("minibatch", tmp_path / "run", epochs=3, eval_every=2)),
+        tiny_graph(num_nodes=300, num_features=8, seed=3))
+    epochs = [r for r in read_metrics(tmp_path / "run") if "loss" in r]
+    # evaluation after epochs 2 and 3 (the last always evaluates), not after epoch 1
+    assert ["eval_s" in r for r in epochs] == [False, True, True]
+    assert all(r["eval_s"] > 0 and "val_acc" in r for r in epochs[1:])
