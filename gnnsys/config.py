@@ -8,6 +8,7 @@ one line that names the key and lists what is allowed (no second, hand-kept sche
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import os
@@ -349,7 +350,8 @@ def validate(cfg: Config) -> Config:
     return cfg
 
 
-def _apply_override(data: dict, item: str):
+def _apply_override(data: dict, item: str) -> str:
+    """Set one `key.sub=value` in the raw config; returns the dotted key."""
     key, equals, raw = item.partition("=")
     parts = key.strip().split(".")
     if not equals or not all(parts):
@@ -367,12 +369,22 @@ def _apply_override(data: dict, item: str):
         if not isinstance(node, dict):
             raise ConfigError(f"override '{item}': '{part}' is not a section")
     node[parts[-1]] = value
+    return ".".join(parts)
+
+
+# A dataset named on the command line replaces the file's: `--set dataset.path=my.npz` on
+# a config that names a dataset trains on the file, and `--set dataset.name=X` on a config
+# with a path trains on X (in a file, or both on the command line, the two still clash).
+REPLACES = {"dataset.path": "dataset.name", "dataset.name": "dataset.path"}
 
 
 def from_dict(data: dict | None, overrides=()) -> Config:
-    data = dict(data or {})
-    for item in overrides:
-        _apply_override(data, item)
+    data = copy.deepcopy(data or {})          # overrides never reach the caller's dict
+    overridden = {_apply_override(data, item) for item in overrides}
+    for key in overridden:
+        replaced = REPLACES.get(key)
+        if replaced and replaced not in overridden and isinstance(data.get("dataset"), dict):
+            data["dataset"].pop(replaced.split(".")[1], None)
     return validate(_build(Config, data, ""))
 
 

@@ -46,6 +46,17 @@ def test_doc_example_static_file_trains_by_path(doc_bundles):
     assert metrics["test_acc"] > 0.6          # the features carry the class: far above 1/3
 
 
+def test_doc_one_liner_trains_a_shipped_config_on_the_file(doc_bundles, repo_root):
+    """DATA.md's `gnnsys train --config configs/quickstart.yaml --set dataset.path=...`:
+    the path given on the command line replaces the config's dataset.name."""
+    from gnnsys.cli import main
+    assert main(["train", "--config", str(repo_root / "configs/quickstart.yaml"),
+                 "--set", "dataset.path=my_graph.npz", "--set", "train.epochs=1",
+                 "--set", f"run.dir={doc_bundles / 'cli'}", "--set", "train.progress=false"]) == 0
+    saved = yaml.safe_load((doc_bundles / "cli" / "config.yaml").read_text())["dataset"]
+    assert (saved["name"], saved["path"]) == ("my_graph", "my_graph.npz")
+
+
 def test_doc_example_temporal_file_trains_by_path(doc_bundles):
     metrics = gnnsys.Trainer(run_config(TEMPORAL, doc_bundles / "run",
                                         path="my_events.npz")).fit()
@@ -193,3 +204,17 @@ def test_config_refuses_name_with_path_and_a_task_the_mode_does_not_train():
         from_dict({"dataset": {"path": "my_graph.npz", "task": "link_prediction"}})
     saved = from_dict({"dataset": {"path": "my_graph.npz"}}).to_dict()
     assert from_dict(saved).dataset.name == "my_graph"      # a saved run config loads again
+    with pytest.raises(ConfigError, match="exclude each other"):   # both on the command line
+        from_dict({}, ["dataset.name=cora", "dataset.path=my_graph.npz"])
+
+
+def test_a_dataset_on_the_command_line_replaces_the_configs(repo_root):
+    """`--set dataset.path=FILE` trains any shipped config on one's own file (and
+    `--set dataset.name=X` a config with a path on X), without editing the YAML."""
+    from gnnsys.config import load_config
+    config = load_config(repo_root / "configs/quickstart.yaml", ["dataset.path=data/my.npz"])
+    assert (config.dataset.name, config.dataset.path) == ("my", "data/my.npz")
+    raw = {"dataset": {"path": "my_graph.npz"}}
+    config = from_dict(raw, ["dataset.name=cora"])
+    assert (config.dataset.name, config.dataset.path) == ("cora", None)
+    assert raw == {"dataset": {"path": "my_graph.npz"}}     # the caller's dict is untouched
