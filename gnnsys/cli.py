@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -32,7 +32,8 @@ def _train(args) -> int:
     metrics = Trainer(config).fit()
     print("final: " + ", ".join(f"{k} {_number(v)}" for k, v in metrics.items()))
     if args.json:
-        print(json.dumps(metrics))
+        from .runlog import json_line
+        print(json_line(metrics))            # strict JSON: a NaN metric prints as null
     return 0
 
 
@@ -41,6 +42,8 @@ def _number(value) -> str:
     amounts (megabytes, bytes), so no figure prints digits it does not have."""
     if not isinstance(value, float):
         return str(value)
+    if not math.isfinite(value):
+        return "n/a"                         # e.g. an AP over no inductive test events
     return f"{value:.1f}" if abs(value) >= 100 else f"{value:.4f}"
 
 

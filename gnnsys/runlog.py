@@ -116,8 +116,7 @@ class RunDir:
         """Append one metrics record (a line of JSON); values must be JSON-serialisable."""
         if not self.writer:
             return
-        line = json.dumps(_finite({"time": round(time.time(), 3), **record}), allow_nan=False,
-                          default=_jsonable) + "\n"
+        line = json_line({"time": round(time.time(), 3), **record}) + "\n"
         fd = os.open(self.path / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())        # one append: a crash leaves no torn record
@@ -169,6 +168,12 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
             except json.JSONDecodeError:      # torn by a crash or a full disk: skip, say so
                 logging.getLogger(__name__).warning("%s:%d is not valid JSON; skipped", file, n)
     return records
+
+
+def json_line(record: dict) -> str:
+    """A record as strict JSON (what metrics.jsonl and `gnnsys train --json` print): NaN and
+    infinities as null, tensors and numpy values as plain numbers."""
+    return json.dumps(_finite(record), allow_nan=False, default=_jsonable)
 
 
 def _finite(value):

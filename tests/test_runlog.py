@@ -40,3 +40,17 @@ def test_non_writer_writes_nothing(tmp_path):
     run.log({"epoch": 0})
     run.save_checkpoint({"epoch": 0})
     assert not (tmp_path / "r").exists()
+
+
+def test_records_and_the_cli_print_strict_json_and_no_nan():
+    """A metric over nothing (e.g. an AP over no inductive test events) is NaN: metrics.jsonl
+    and `gnnsys train --json` write null (JSON has no NaN), the final line says n/a."""
+    import numpy as np
+    import torch
+    from gnnsys.cli import _number
+    from gnnsys.runlog import json_line
+    line = json_line({"test_ap_inductive": float("nan"), "loss": np.float32(0.5),
+                      "sizes": torch.tensor([1, 2]), "worst": [float("inf")]})
+    assert json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in {line}")) == {
+        "test_ap_inductive": None, "loss": 0.5, "sizes": [1, 2], "worst": [None]}
+    assert _number(float("nan")) == "n/a" and _number(0.98765) == "0.9877"
