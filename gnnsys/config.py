@@ -383,7 +383,7 @@ def from_dict(data: dict | None, overrides=()) -> Config:
     overridden = {_apply_override(data, item) for item in overrides}
     for key in overridden:
         replaced = REPLACES.get(key)
-        if replaced and replaced not in overridden and isinstance(data.get("dataset"), dict):
+        if replaced and replaced not in overridden:     # the override made data["dataset"]
             data["dataset"].pop(replaced.split(".")[1], None)
     return validate(_build(Config, data, ""))
 

@@ -33,7 +33,7 @@ CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)

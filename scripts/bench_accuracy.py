@@ -180,7 +180,7 @@ def main(argv=None) -> list[dict]:
                   f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
     print(markdown(rows))
     if args.json:
-        atomic_write_bytes(Path(args.json), json.dumps(rows, indent=1).encode())
+        atomic_write_bytes(args.json, json.dumps(rows, indent=1).encode())
     return rows
 
 

@@ -218,7 +218,7 @@ def main(argv=None) -> int:
             return 1
     print(_table(rows, scaling=bool(args.scaling)))
     if args.json:
-        atomic_write_bytes(Path(args.json), json.dumps(rows, indent=1).encode())
+        atomic_write_bytes(args.json, json.dumps(rows, indent=1).encode())
     return 0
 
 

@@ -17,7 +17,6 @@ import json
 import statistics
 import tempfile
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -125,7 +124,7 @@ def main(argv=None):
             print(f"| {name} | {median_after_first(row['epoch_s']):.3f} | "
                   f"{median_after_first(row['batch_wait_s']):.3f} | {row['test_acc']:.4f} |")
     if args.json:
-        atomic_write_bytes(Path(args.json),
+        atomic_write_bytes(args.json,
                            json.dumps({"args": vars(args), "rows": rows}, indent=1).encode())
 
 

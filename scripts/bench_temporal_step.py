@@ -35,7 +35,6 @@ from gnnsys.temporal.mode import TemporalMode
 from gnnsys.training import TrainingLoop
 
 
-
 def compared_paths(compare: str, loop: TrainingLoop, threads: int) -> dict:
     """name -> (attention's device rule, torch threads) of the two paths; the second is the
     baseline."""
