@@ -34,7 +34,7 @@ import logging
 import os
 import resource
 
-from .config import ConfigError
+from .errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,8 @@ import sys
 import threading
 import traceback
 
-from .config import ConfigError, load_config
+from .config import load_config
+from .errors import ConfigError
 
 
 def _train(args) -> int:

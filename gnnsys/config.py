@@ -18,9 +18,20 @@ from pathlib import Path
 
 import yaml
 
+from .errors import ConfigError
+from .mode import MODES, mode_class
 
-class ConfigError(ValueError):
-    """A config that cannot run; the message names the key and what is allowed."""
+__all__ = ["Config", "ConfigError", "from_dict", "load_config", "resumable", "validate"]
+
+
+def setting(default=None, range: str | None = None, *, factory=None, resumable: bool = False):
+    """A config field whose metadata says its allowed `range` (RULES: null, where a key
+    allows it, is always fine) and whether `--resume` may change it (the checkpoint's model,
+    data and partitions were made with the old values of the rest)."""
+    meta = {"range": range, "resumable": resumable}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
 
 
 # ----------------------------------------------------------------------------- sections
@@ -29,8 +40,9 @@ class DatasetConfig:
     name: str | None = None              # a datasets.yaml entry (`gnnsys datasets` lists them); default synthetic-small
     path: str | None = None              # instead of name: your own bundle, .npz or .npy directory (docs/DATA.md)
     task: str | None = None              # node_classification | link_prediction; default: the mode's
-    root: str | None = None              # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
-    split: int = 0                       # which standard split, for multi-split datasets
+    # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
+    root: str | None = setting(None, resumable=True)
+    split: int = setting(0, ">= 0")      # which standard split, for multi-split datasets
     params: dict = field(default_factory=dict)   # overrides for synthetic generators
     normalize_features: str = "none"     # none | row (rows sum to 1, as PyG's NormalizeFeatures) | standard
     feature_dtype: str = "float32"       # float32 | float16 (minibatch: SALIENT++'s storage, half the bytes)
@@ -48,10 +60,10 @@ class DatasetConfig:
 @dataclass
 class ModelConfig:
     arch: str = "sage"                   # sage | gcn | gat   (temporal: tgn | jodie | apan)
-    hidden: int = 256                    # hidden channels
-    layers: int = 2                      # message-passing layers (= number of fanouts)
-    dropout: float = 0.5
-    heads: int = 4                       # attention heads (gat, temporal attention)
+    hidden: int = setting(256, ">= 1")   # hidden channels
+    layers: int = setting(2, ">= 1")     # message-passing layers (= number of fanouts)
+    dropout: float = setting(0.5, "in [0, 1)")
+    heads: int = setting(4, ">= 1")      # attention heads (gat, temporal attention)
     norm: str = "none"                   # none | layer | batch (not fullgraph); temporal ignores it
     residual: bool = False               # add each hidden->hidden layer's input to its output (minibatch)
 
@@ -59,82 +71,96 @@ class ModelConfig:
 @dataclass
 class SamplerConfig:
     fanouts: list = field(default_factory=lambda: [15, 10])   # per hop, seed outward; -1 = all
-    batch_size: int = 1024               # seeds per batch (per worker)
-    eval_batch_size: int = 4096          # seeds per batch in layer-wise inference
-    device: str = "auto"                 # where the sampler reads: auto | cpu | cuda
+    batch_size: int = setting(1024, ">= 1")  # seeds per batch (per worker)
+    # seeds per batch in layer-wise inference
+    eval_batch_size: int = setting(4096, ">= 1", resumable=True)
+    device: str = setting("auto", resumable=True)  # where the sampler reads: auto | cpu | cuda
     # numba / torch threads; default: the cores available (temporal training may use fewer
     # torch threads: temporal.train_torch_threads)
-    threads: int | None = None
-    prefetch: int = 2                    # batches prepared ahead by the background thread
+    threads: int | None = setting(None, ">= 1", resumable=True)
+    # batches prepared ahead by the background thread
+    prefetch: int = setting(2, ">= 0", resumable=True)
     drop_last: bool = False
 
 
 @dataclass
 class TrainConfig:
-    epochs: int = 10
-    lr: float = 0.003
-    weight_decay: float = 0.0
-    seed: int = 0                        # seeds sampling, init and shuffling
-    eval_every: int = 1                  # evaluate on the validation split every N epochs
-    patience: int = 0                    # stop after this many epochs without a better
+    epochs: int = setting(10, ">= 1", resumable=True)
+    lr: float = setting(0.003, "> 0", resumable=True)
+    weight_decay: float = setting(0.0, ">= 0", resumable=True)
+    seed: int = setting(0, ">= 0")       # seeds sampling, init and shuffling
+    # evaluate on the validation split every N epochs
+    eval_every: int = setting(1, ">= 1", resumable=True)
+    patience: int = setting(0, ">= 0")   # stop after this many epochs without a better
                                          # validation metric (0 = run every epoch)
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
     compile: bool = False                # torch.compile the model's parts (temporal mode)
-    progress: bool = True                # per-epoch progress bars
+    progress: bool = setting(True, resumable=True)  # per-epoch progress bars
 
 
 @dataclass
 class RunConfig:
-    dir: str = "runs/default"            # checkpoints + metrics.jsonl go here
-    resume: bool = False                 # continue from the last checkpoint in `dir`
-    checkpoint_every: int = 1            # epochs between (atomic) checkpoints; 0 = never
+    dir: str = setting("runs/default", resumable=True)  # checkpoints + metrics.jsonl go here
+    resume: bool = setting(False, resumable=True)  # continue from the last checkpoint in `dir`
+    # epochs between (atomic) checkpoints; 0 = never
+    checkpoint_every: int = setting(1, ">= 0", resumable=True)
 
 
 @dataclass
 class ClusterConfig:
-    workers: int = 1                     # trainer actors (one per device); 1 = no Ray
-    address: str | None = None           # Ray address; None = start a local cluster
-    cpus_per_worker: int = 1
-    gpus_per_worker: float = 0.0
-    backend: str = "auto"                # auto | gloo | nccl
-    timeout_s: float = 300.0             # collective / actor timeout before a clear error
-    start_timeout_s: float = 180.0       # how long starting the workers may take
-    max_failures: int = 1                # worker deaths to recover from (restart from checkpoint)
-    fail_at: str | None = None           # fault-test hook "RANK:EPOCH": that worker exits
-                                         # mid-epoch (0-based) on the first attempt only
+    workers: int = setting(1, ">= 1", resumable=True)  # trainer actors (one per device); 1 = no Ray
+    address: str | None = setting(None, resumable=True)  # Ray address; None = start a local cluster
+    cpus_per_worker: int = setting(1, ">= 1", resumable=True)
+    gpus_per_worker: float = setting(0.0, ">= 0", resumable=True)
+    backend: str = setting("auto", resumable=True)  # auto | gloo | nccl
+    # collective / actor timeout before a clear error
+    timeout_s: float = setting(300.0, "> 0", resumable=True)
+    # how long starting the workers may take
+    start_timeout_s: float = setting(180.0, "> 0", resumable=True)
+    # worker deaths to recover from (restart from checkpoint)
+    max_failures: int = setting(1, ">= 0", resumable=True)
+    # fault-test hook "RANK:EPOCH": that worker exits mid-epoch (0-based) on the first
+    # attempt only
+    fail_at: str | None = setting(None, resumable=True)
+    # ray: one process per worker (Ray actors); threads: K ranks as threads of this process
+    # (no Ray, no worker recovery: tests, scripts, notebooks)
+    launcher: str = setting("ray", resumable=True)
 
 
 @dataclass
 class PartitionConfig:
     method: str = "metis"                # metis | random | stream
-    num_parts: int | None = None         # default: cluster.workers
-    dir: str | None = None               # default: <data root>/parts/<dataset>-...-<digest>
-    seed: int = 0                        # partitioner seed (not train.seed: reruns share parts)
+    num_parts: int | None = setting(None, ">= 1")  # default: cluster.workers
+    # default: <data root>/parts/<dataset>-...-<digest>
+    dir: str | None = setting(None, resumable=True)
+    seed: int = setting(0, ">= 0")       # partitioner seed (not train.seed: reruns share parts)
 
 
 @dataclass
 class CacheConfig:
     policy: str = "vip"                  # none | degree | vip
-    replication: float = 0.1             # alpha: cache alpha*N/K remote rows per worker
-    device_fraction: float = 0.15        # share of local rows on the GPU (+ cache if distributed)
+    replication: float = setting(0.1, "in [0, 1]")  # alpha: cache alpha*N/K remote rows per worker
+    # share of local rows on the GPU (+ cache if distributed)
+    device_fraction: float = setting(0.15, "in [0, 1]")
 
 
 @dataclass
 class TemporalConfig:
-    memory_dim: int = 100
-    time_dim: int = 100
-    embedding_dim: int = 100
-    num_neighbors: int = 10              # most recent neighbours for temporal attention
+    memory_dim: int = setting(100, ">= 1")
+    time_dim: int = setting(100, ">= 1")
+    embedding_dim: int = setting(100, ">= 1")
+    num_neighbors: int = setting(10, ">= 1")  # most recent neighbours for temporal attention
     neighbor_strategy: str = "recent"    # recent | uniform
     exchange: str = "dedup"              # dedup (Sven) | naive (one row per occurrence)
     ownership: str = "range"             # range | hash | balanced
-    edge_feat_dim: int = 0               # 0 = the dataset's own (if any); >0 = zero-pad to this
-    mailbox_size: int = 0                # mails kept per vertex; 0 = model default (APAN 10, else 1)
-    eval_negatives: int = 9              # negatives per positive for MRR (AP uses the first)
+    edge_feat_dim: int = setting(0, ">= 0")  # 0 = the dataset's own (if any); >0 = zero-pad to this
+    # mails kept per vertex; 0 = model default (APAN 10, else 1)
+    mailbox_size: int = setting(0, ">= 0")
+    eval_negatives: int = setting(9, ">= 1")  # negatives per positive for MRR (AP uses the first)
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
     # (TemporalMode.training_torch_threads), else as sampler.threads
-    train_torch_threads: int = 0
+    train_torch_threads: int = setting(0, ">= 0")
 
 
 @dataclass
@@ -142,25 +168,25 @@ class QuantizationConfig:
     mode: str = "none"                   # none | uniform | adaptive
     bits: list = field(default_factory=lambda: [2, 4, 8])
     uniform_bits: int = 8                # bit-width in uniform mode
-    assign_every: int = 50               # epochs between adaptive re-assignments
-    group_size: int = 100                # messages per assignment group
-    lam: float = 0.5                     # time vs variance trade-off of the bi-objective
-    solver_time_limit_s: float = 30.0    # per-key MILP time limit (HiGHS); best point so far after
-    profile_points: int = 50             # message sizes timed per link for the alpha-beta model
+    assign_every: int = setting(50, ">= 1")  # epochs between adaptive re-assignments
+    group_size: int = setting(100, ">= 1")  # messages per assignment group
+    lam: float = setting(0.5, "in [0, 1]")  # time vs variance trade-off of the bi-objective
+    # per-key MILP time limit (HiGHS); best point so far after
+    solver_time_limit_s: float = setting(30.0, "> 0")
+    # message sizes timed per link for the alpha-beta model
+    profile_points: int = setting(50, ">= 2")
 
 
 @dataclass
 class FullGraphConfig:
-    overlap: bool = True                 # central nodes compute while marginal ones communicate
+    # central nodes compute while marginal ones communicate
+    overlap: bool = setting(True, resumable=True)
     quantization: QuantizationConfig = field(default_factory=QuantizationConfig)
-
-
-MODES = ("minibatch", "temporal", "fullgraph")
 
 
 @dataclass
 class Config:
-    mode: str = "minibatch"              # minibatch | temporal | fullgraph
+    mode: str = "minibatch"              # minibatch | temporal | fullgraph (gnnsys.mode.MODES)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -176,38 +202,30 @@ class Config:
         return dataclasses.asdict(self)
 
 
-def _choices(mode: str) -> list:
-    """(key, allowed values, why) for every fixed-set key, the values read from the module that
-    dispatches on them (imported here: they load torch, and gnnsys/__init__ imports this)."""
+def _choices() -> dict:
+    """Key -> allowed values of every fixed-set key, read from the module that dispatches
+    on them (imported here: they load torch, and gnnsys/__init__ imports this). What one
+    mode supports of these is its own check (Mode.check_config)."""
     from partition import build, temporal as ownership
     from samplers import fused_gpu, temporal as neighbours
 
     from .datasets import for_run
-    from .distributed import comm
-    from .fullgraph import assign, halo, model as fullgraph, quantize
+    from .distributed import comm, launcher
+    from .fullgraph import assign, quantize
     from .minibatch.store import policy
-    from .models import block_gnn, norm
-    from .temporal import exchange, models as temporal
-    allowed = {"mode": MODES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
-               "train.device": fused_gpu.DEVICES,     # one vocabulary for both
-               "dataset.normalize_features": for_run.NORMALIZATIONS,
-               "dataset.feature_dtype": for_run.FEATURE_DTYPES,
-               "cluster.backend": comm.BACKENDS, "partition.method": build.METHODS,
-               "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
-               "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
-               "temporal.ownership": ownership.OWNERSHIPS,
-               "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
-               "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
-    # float16 features are a feature-store format: full-graph mode computes on float32
-    # rows it holds once, and temporal mode's node features are not stored that way
-    trains = {"minibatch": {"model.arch": block_gnn.ARCHS, "train.compile": (False,)},
-              "temporal": {"model.arch": temporal.ARCHS, "train.compile": (False, True),
-                           "dataset.feature_dtype": ("float32",)},
-              "fullgraph": {"model.arch": halo.ARCHS, "model.norm": fullgraph.NORMS,
-                            "train.compile": (False,), "dataset.feature_dtype": ("float32",)}}
-    return ([(key, values, "; allowed") for key, values in allowed.items()]
-            + [(key, values, f" but mode '{mode}' supports")
-               for key, values in trains.get(mode, {}).items()])
+    from .models import norm
+    from .temporal import exchange
+    return {"model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+            "train.device": fused_gpu.DEVICES,     # one vocabulary for both
+            "dataset.normalize_features": for_run.NORMALIZATIONS,
+            "dataset.feature_dtype": for_run.FEATURE_DTYPES,
+            "cluster.backend": comm.BACKENDS, "cluster.launcher": launcher.LAUNCHERS,
+            "partition.method": build.METHODS,
+            "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
+            "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
+            "temporal.ownership": ownership.OWNERSHIPS,
+            "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
+            "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -274,50 +292,48 @@ def _get(cfg, dotted: str):
     return cfg
 
 
-_RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
-          "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
-          "in [0, 1)": lambda v: 0 <= v < 1}
-# The allowed range of every numeric key (null, where a key allows it, is always fine);
-# tests/test_config.py checks that no numeric field is missing here.
-RANGES = {
-    "dataset.split": ">= 0", "model.hidden": ">= 1", "model.layers": ">= 1",
-    "model.dropout": "in [0, 1)", "model.heads": ">= 1",
-    "sampler.batch_size": ">= 1", "sampler.eval_batch_size": ">= 1", "sampler.threads": ">= 1",
-    "sampler.prefetch": ">= 0", "train.epochs": ">= 1", "train.lr": "> 0",
-    "train.weight_decay": ">= 0", "train.seed": ">= 0", "train.eval_every": ">= 1",
-    "train.patience": ">= 0",
-    "run.checkpoint_every": ">= 0", "cluster.workers": ">= 1", "cluster.cpus_per_worker": ">= 1",
-    "cluster.gpus_per_worker": ">= 0", "cluster.timeout_s": "> 0",
-    "cluster.start_timeout_s": "> 0", "cluster.max_failures": ">= 0",
-    "partition.num_parts": ">= 1", "partition.seed": ">= 0",
-    "cache.replication": "in [0, 1]", "cache.device_fraction": "in [0, 1]",
-    "temporal.memory_dim": ">= 1", "temporal.time_dim": ">= 1", "temporal.embedding_dim": ">= 1",
-    "temporal.num_neighbors": ">= 1", "temporal.edge_feat_dim": ">= 0",
-    "temporal.mailbox_size": ">= 0", "temporal.eval_negatives": ">= 1",
-    "temporal.train_torch_threads": ">= 0",
-    "fullgraph.quantization.assign_every": ">= 1", "fullgraph.quantization.group_size": ">= 1",
-    "fullgraph.quantization.lam": "in [0, 1]",
-    "fullgraph.quantization.solver_time_limit_s": "> 0",
-    "fullgraph.quantization.profile_points": ">= 2",    # the alpha-beta fit needs a line
-}
+RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
+         "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
+         "in [0, 1)": lambda v: 0 <= v < 1}
+
+
+def fields(cls=None, prefix: str = "") -> dict:
+    """Dotted key -> dataclasses.Field of every leaf setting (sections walked)."""
+    out = {}
+    for f in dataclasses.fields(cls or Config):
+        hint = typing.get_type_hints(cls or Config)[f.name]
+        if dataclasses.is_dataclass(hint):
+            out.update(fields(hint, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = f
+    return out
+
+
+def resumable(key: str) -> bool:
+    """Whether a resumed run may change the dotted `key` (its field's metadata)."""
+    f = fields().get(key)
+    return f is not None and f.metadata.get("resumable", False)
 
 
 def validate(cfg: Config) -> Config:
     """Cross-field checks; raises ConfigError naming the key and the allowed values."""
-    for key, values, why in _choices(cfg.mode):        # mode first: the rest depend on it
+    if cfg.mode not in MODES:                  # first: the rest depend on it
+        raise ConfigError(f"config key 'mode' is {cfg.mode!r}; allowed: {', '.join(MODES)}")
+    for key, values in _choices().items():
         value = _get(cfg, key)
         if value not in values:
-            raise ConfigError(f"config key '{key}' is {value!r}{why}: "
+            raise ConfigError(f"config key '{key}' is {value!r}; allowed: "
                               f"{', '.join(map(str, values))}")
-    implied = "link_prediction" if cfg.mode == "temporal" else "node_classification"
-    if cfg.dataset.task not in (None, implied):
+    mode = mode_class(cfg.mode)
+    mode.check_config(cfg)
+    if cfg.dataset.task not in (None, mode.task):
         raise ConfigError(f"config key 'dataset.task' is {cfg.dataset.task!r} but mode "
-                          f"'{cfg.mode}' trains {implied} (mode temporal: link_prediction)")
+                          f"'{cfg.mode}' trains {mode.task} (mode temporal: link_prediction)")
     if cfg.dataset.path:       # the task decides how the file is read
-        cfg.dataset.task = implied
-    for key, rule in RANGES.items():
-        value = _get(cfg, key)
-        if value is not None and not _RULES[rule](value):
+        cfg.dataset.task = mode.task
+    for key, f in fields().items():
+        rule, value = f.metadata.get("range"), _get(cfg, key)
+        if rule and value is not None and not RULES[rule](value):
             raise ConfigError(f"config key '{key}' must be {rule}, got {value}")
     s = cfg.sampler
     if not s.fanouts or any((not isinstance(f, int)) or isinstance(f, bool) or f == 0 or f < -1
@@ -335,13 +351,6 @@ def validate(cfg: Config) -> Config:
             raise ConfigError("config key 'train.device' is 'cuda' but torch sees no CUDA GPU "
                               f"(torch {torch.__version__}); use 'auto' or 'cpu', or install "
                               "a CUDA build of torch")
-    if cfg.mode == "minibatch" and cfg.model.layers != len(s.fanouts):
-        raise ConfigError(f"config key 'model.layers' is {cfg.model.layers} but "
-                          f"'sampler.fanouts' has {len(s.fanouts)} hops; they must match")
-    if cfg.model.residual and (cfg.mode != "minibatch" or cfg.model.layers < 3):
-        raise ConfigError("config key 'model.residual' is true but it needs mode 'minibatch' "
-                          f"and model.layers >= 3 (a hidden->hidden layer; got mode "
-                          f"'{cfg.mode}', {cfg.model.layers} layers); drop it or add a layer")
     from .fullgraph.quantize import SUPPORTED_BITS
     bits = cfg.fullgraph.quantization.bits
     if not bits or any(b not in SUPPORTED_BITS for b in bits):

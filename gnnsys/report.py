@@ -1,8 +1,8 @@
 """`gnnsys report RUN_DIR`: one PNG line chart per group of keys in its metrics.jsonl.
 
 The table CHARTS says which keys each chart draws; a chart is drawn when any of its keys
-is logged, so every mode's logs (and older logs with fewer keys) work. A chart tied to a
-mode is drawn only for that mode (the run's `start` record names it), since e.g.
+is logged, so every mode's logs work. A chart tied to a mode is drawn only for that mode
+(the run's `start` record names it), since e.g.
 `bytes_sent` counts different traffic in each. Matplotlib's Agg canvas: no display.
 """
 from __future__ import annotations
@@ -11,7 +11,8 @@ import io
 import os
 from pathlib import Path
 
-from .runlog import METRICS, atomic_write_bytes, read_metrics
+from . import runlog
+from .runlog import METRICS, atomic_write_bytes
 
 METRIC_NAMES = ("acc", "auc", "ap", "mrr")
 NUMBER = (int, float)
@@ -31,19 +32,9 @@ CHARTS = {
     "exchange_bytes": ("exchange bytes", "bytes", "temporal", ["bytes_naive", "bytes_sent"]),
     "message_bytes": ("message bytes by bit width", "bytes", "fullgraph",
                       ["bytes_sent", "bytes_by_bits.*"]),
-    "phase_time": ("seconds per epoch by phase", "seconds", "fullgraph", [f"time_{p}" for p in (
-        "comm", "quant", "central", "marginal", "wait", "reduce")]),
+    "phase_time": ("seconds per epoch by phase (the slowest rank's)", "seconds", "fullgraph",
+                   [f"time_{p}" for p in ("comm", "quant", "central", "marginal", "wait")]),
 }
-
-
-def _epoch_records(records: list[dict]) -> list[dict]:
-    """The last record of each epoch (a resumed run may have redone some), in epoch order."""
-    by_epoch = {}
-    for r in records:
-        if "epoch" in r and not (r.get("final") or "event" in r or "setup" in r
-                                 or r.get("phase") == "test"):
-            by_epoch[r["epoch"]] = r
-    return [by_epoch[e] for e in sorted(by_epoch)]
 
 
 def _lines(epochs: list[dict], key: str) -> list[tuple[str, list]]:
@@ -81,16 +72,15 @@ def _draw(path: Path, title: str, ylabel: str, lines: list) -> None:
 def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> list[Path]:
     """Draw every chart whose keys the run logged; returns the PNG paths (out_dir: run_dir)."""
     run_dir = Path(run_dir)
-    records = read_metrics(run_dir)
-    epochs = _epoch_records(records)
+    epochs = runlog.epochs(run_dir)
     if not epochs:
-        state = "has no epoch records" if records else "is missing or empty"
+        state = "has no epoch records" if runlog.read_metrics(run_dir) else "is missing or empty"
         raise ValueError(f"{run_dir / METRICS} {state}; train first with "
                          "`gnnsys train --config CONFIG` (its run.dir is the run directory)")
-    mode = next((r.get("mode") for r in records if r.get("event") == "start"), None)
+    mode = (runlog.start(run_dir) or {}).get("mode")
     heading = run_dir.name + (f" ({mode})" if mode else "")
-    final = ", ".join(f"{k} {v:.4f}" for r in records if r.get("final") or r.get("phase") == "test"
-                      for k, v in r.items() if k[5:] in METRIC_NAMES and k[:5] == "test_")
+    final = ", ".join(f"{k} {v:.4f}" for k, v in (runlog.final(run_dir) or {}).items()
+                      if k[5:] in METRIC_NAMES and k[:5] == "test_" and v is not None)
     written = []
     for stem, (title, ylabel, chart_mode, keys) in CHARTS.items():
         lines = [line for key in keys for line in _lines(epochs, key)]

@@ -4,7 +4,11 @@ Every training mode writes through this module so that `gnnsys report`, `--resum
 fault recovery read one format:
 
     run_dir/config.yaml         the validated config of the run
-    run_dir/metrics.jsonl       one JSON object per line: {"epoch": 3, "loss": ..., ...}
+    run_dir/metrics.jsonl       one JSON object per line, each of a `kind` (KINDS):
+                                start (once: mode, workers, each rank's set-up), epoch (one
+                                per epoch: {"kind": "epoch", "epoch": 3, "loss": ...}), event
+                                (resume, early_stop: named by "event"), final (once: the
+                                selected model's metrics)
     run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
     run_dir/.lock               held (flock) by the one run using the directory
 
@@ -31,6 +35,7 @@ from partition.format import remove_dead_temps, temp_prefix
 
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
+KINDS = ("start", "epoch", "event", "final")
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -112,25 +117,24 @@ class RunDir:
             atomic_write_bytes(self.path / "config.yaml", text.encode())
 
     # ----------------------------------------------------------------- metrics
-    def log(self, record: dict) -> None:
-        """Append one metrics record (a line of JSON); values must be JSON-serialisable."""
+    def log(self, kind: str, record: dict) -> None:
+        """Append one record of `kind` (KINDS) as a line of JSON."""
+        if kind not in KINDS:
+            raise ValueError(f"run-log record kind {kind!r}; one of {', '.join(KINDS)}")
         if not self.writer:
             return
-        line = json_line({"time": round(time.time(), 3), **record}) + "\n"
+        line = json_line({"kind": kind, "time": round(time.time(), 3), **record}) + "\n"
         fd = os.open(self.path / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())        # one append: a crash leaves no torn record
         finally:
             os.close(fd)
 
-    def read_metrics(self) -> list[dict]:
-        return read_metrics(self.path)
-
     def truncate_metrics_after(self, epoch: int) -> None:
         """On resume, drop records of epochs after the checkpoint (they will be redone)."""
         if not self.writer or not (self.path / METRICS).exists():
             return
-        keep = [r for r in self.read_metrics() if r.get("epoch", -1) <= epoch]
+        keep = [r for r in read_metrics(self.path) if r.get("epoch", -1) <= epoch]
         text = "".join(json.dumps(r) + "\n" for r in keep)
         atomic_write_bytes(self.path / METRICS, text.encode())
 
@@ -168,6 +172,27 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
             except json.JSONDecodeError:      # torn by a crash or a full disk: skip, say so
                 logging.getLogger(__name__).warning("%s:%d is not valid JSON; skipped", file, n)
     return records
+
+
+def epochs(path: str | os.PathLike) -> list[dict]:
+    """The epoch records, the last of each epoch (a resumed run redoes some), in order."""
+    by_epoch = {r["epoch"]: r for r in read_metrics(path) if r.get("kind") == "epoch"}
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def start(path: str | os.PathLike) -> dict | None:
+    """The run's start record (mode, workers, each rank's set-up), or None."""
+    return next((r for r in read_metrics(path) if r.get("kind") == "start"), None)
+
+
+def final(path: str | os.PathLike) -> dict | None:
+    """The final record of the last run that finished here, or None."""
+    return next((r for r in reversed(read_metrics(path)) if r.get("kind") == "final"), None)
+
+
+def events(path: str | os.PathLike, name: str) -> list[dict]:
+    """The event records named `name` (resume, early_stop), in order."""
+    return [r for r in read_metrics(path) if r.get("kind") == "event" and r["event"] == name]
 
 
 def json_line(record: dict) -> str:

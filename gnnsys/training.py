@@ -12,16 +12,14 @@ own business, so a change to how training runs is made here once:
     every `train.eval_every` epochs, best-validation model selection, atomic checkpoints
     and the final metrics of the best-validation epoch.
 
-A mode is a plug-in class named in `PLUGINS`, constructed on every worker as
-`Plugin(ctx, config, *Plugin.prepare(config, graph))`; its contract (build_model,
-train_batches, epoch_stats, evaluate, final_metrics, state_dict, ...) is in
-docs/CODEMAP.md, and tests/test_training_loop.py checks every mode has it.
+A mode is a `gnnsys.mode.Mode` subclass named in `gnnsys.mode.MODES`, constructed on
+every worker as `cls(ctx, config, *cls.prepare(config, graph))`; that class states the
+contract (build_model, train_batches, epoch_stats, predict, score, ...).
 """
 from __future__ import annotations
 
 import collections
 import copy
-import importlib
 import math
 import os
 import platform
@@ -32,23 +30,19 @@ import numpy as np
 import torch
 
 from . import allocator
-from .config import ConfigError
+from .config import resumable
 from .distributed import launch
 from .distributed.launcher import intra_op_threads
+from .errors import ConfigError
+from .mode import REDUCTIONS, mode_class
 from .runlog import RunDir, progress
-
-# mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
-PLUGINS = {"minibatch": "gnnsys.minibatch.mode:MinibatchMode",
-           "temporal": "gnnsys.temporal.mode:TemporalMode",
-           "fullgraph": "gnnsys.fullgraph.mode:FullGraphMode"}
 
 FAIL_EXIT_CODE = 17
 _SEEDING = threading.Lock()
-
-
-def plugin_class(mode: str):
-    module, name = PLUGINS[mode].split(":")
-    return getattr(importlib.import_module(module), name)
+# How the loop's own per-rank epoch values combine (a mode declares its own: Mode.reductions)
+LOOP_REDUCTIONS = {"epoch_s": "max", "loss_sum": "sum", "examples": "sum", "grad_sync_s": "max",
+                   "cpu_cores": "sum", "peak_rss_mb": "sum", "comm_bytes_sent": "sum",
+                   "comm_bytes_recv": "sum", "comm_wait_s": "max", "fetch_wait_s": "max"}
 
 
 def fit(config, graph=None) -> dict:
@@ -56,7 +50,7 @@ def fit(config, graph=None) -> dict:
     allocator.choice()                  # a bad GNNSYS_MALLOC fails here, not in each worker
     if config.train.compile:
         check_compiler()                # here too, not in each worker's first step
-    prepared = plugin_class(config.mode).prepare(config, graph)
+    prepared = mode_class(config.mode).prepare(config, graph)
     return launch(run_worker, config, *prepared)[0]
 
 
@@ -108,7 +102,7 @@ class TrainingLoop:
 
     def _setup(self, prepared) -> None:
         ctx, config = self.ctx, self.config
-        self.mode = plugin_class(config.mode)(ctx, config, *prepared)
+        self.mode = mode_class(config.mode)(ctx, config, *prepared)
         with _SEEDING:       # ranks may be threads of one process, and seeding is global
             torch.manual_seed(config.train.seed)
             np.random.seed(config.train.seed)
@@ -127,11 +121,12 @@ class TrainingLoop:
         # backward runs collectives of its own (full-graph's halo exchange).
         self.grad_sync = self.comm.gradient_sync(
             self.model.parameters(), self.mode.grad_op,
-            overlap=not getattr(self.mode, "collectives_in_backward", False))
+            overlap=not self.mode.collectives_in_backward)
         self.show = config.train.progress and ctx.is_main
         self.key = f"val_{self.mode.metric}"
         self.epoch, self.best_val, self.best_epoch, self.best = -1, float("-inf"), -1, None
         self.best_eval: dict = {}                 # the selected epoch's evaluation
+        self.last_eval: dict = {}                 # the latest epoch's evaluation
         self.history: list[dict] = []             # loss and time of the epochs run here
 
     # ------------------------------------------------------------------ the run
@@ -142,12 +137,11 @@ class TrainingLoop:
             setup = self.comm.all_gather_object(self.mode.describe())
             if self.epoch < 0:
                 pool = torch.get_num_threads()
-                self.run_dir.log({"event": "start", "mode": self.config.mode,
+                self.run_dir.log("start", {"mode": self.config.mode,
                                   "workers": self.ctx.world_size, "malloc": self.malloc,
                                   "torch_threads": {"train": self.training_threads(),
                                                     "eval": pool},
                                   "setup": setup})
-            self._reset_traffic()
             # one step per epoch (full-graph): one bar over the epochs instead of a bar each
             epochs = progress(range(self.epoch + 1, self.config.train.epochs), unit="epoch",
                               enabled=self.show and self.mode.batches_per_epoch == 1)
@@ -168,15 +162,15 @@ class TrainingLoop:
         record = self.train_epoch(epoch)
         if (epoch + 1) % config.train.eval_every == 0 or epoch + 1 == config.train.epochs:
             eval_start = time.perf_counter()
-            record.update(self.mode.evaluate())
+            self.last_eval = self.evaluate(self.mode.eval_splits)
+            record.update(self.last_eval)
             record["eval_s"] = time.perf_counter() - eval_start      # not part of epoch_s
             if record[self.key] > self.best_val or self.best is None:
                 self.best_val, self.best_epoch = record[self.key], epoch
                 self.best = self._snapshot()
                 self.best_eval = {k: v for k, v in record.items() if k.startswith("val_")}
         self.history.append({"loss": record["loss"], "epoch_s": record["epoch_s"]})
-        self._reset_traffic()
-        self.run_dir.log(record)
+        self.run_dir.log("epoch", record)
         if self.show and self.mode.batches_per_epoch > 1:
             self._print(record)
         self.epoch = epoch
@@ -198,7 +192,7 @@ class TrainingLoop:
             return False
         if not self.comm.broadcast_object(epoch - self.best_epoch >= patience):
             return False
-        self.run_dir.log({"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
+        self.run_dir.log("event", {"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
                           "patience": patience})
         if self.config.run.checkpoint_every and not self._checkpoint_due(epoch):
             self._checkpoint()                    # a resumed run starts where this one stopped
@@ -207,11 +201,12 @@ class TrainingLoop:
     def training_threads(self) -> int:
         """The torch threads the training steps run on: the mode's `training_torch_threads`
         (a mode of small ops may ask for fewer than the process has), else the pool as it is."""
-        return getattr(self.mode, "training_torch_threads", None) or torch.get_num_threads()
+        return self.mode.training_torch_threads or torch.get_num_threads()
 
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
         self.model.train()
+        self._reset_traffic()          # what came before (evaluation, checkpoint barriers)
         start, cpu_start = time.perf_counter(), time.process_time()
         loss_sum, examples, sync_s = 0.0, 0, 0.0
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
@@ -236,12 +231,13 @@ class TrainingLoop:
                 bar.set_postfix(loss=f"{value:.4f}")
         bar.close()
         self._sync_buffers()
-        record = {"epoch": epoch, "epoch_s": time.perf_counter() - start}
+        epoch_s = time.perf_counter() - start
         # cores this process kept busy (training, loader and sampler threads), summed over
         # processes (split_process_counters): says whether one worker already used every core a
         # second one would need
-        cores = (time.process_time() - cpu_start) / max(record["epoch_s"], 1e-9)
-        record.update(self._epoch_traffic(loss_sum, examples, sync_s, cores))
+        cores = (time.process_time() - cpu_start) / max(epoch_s, 1e-9)
+        record = {"epoch": epoch, **self._epoch_traffic(epoch_s, loss_sum, examples, sync_s,
+                                                        cores)}
         weights_ok = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
         if not (math.isfinite(record["loss"]) and weights_ok):   # the same on every rank
             what = "loss" if weights_ok else "model weights"
@@ -259,10 +255,28 @@ class TrainingLoop:
         if self.history:           # the epochs this process ran (none if resumed at the end)
             result.update(final_loss=self.history[-1]["loss"],
                           epoch_s=float(np.mean([h["epoch_s"] for h in self.history])))
+        result.update(self.evaluate(self.mode.final_splits))
+        # the latest epoch's test metric beside the selected one's (e.g. AdaQP's adaptive
+        # bit-widths act late, after the first 8-bit cycle)
+        result.update({f"{k}_last": v for k, v in self.last_eval.items()
+                       if k == f"test_{self.mode.metric}"})
         result.update(self.mode.final_metrics())
         result["peak_rss_mb"] = self._peak_memory()
-        self.run_dir.log({"final": True, **result})
+        self.run_dir.log("final", result)
         return result
+
+    def evaluate(self, splits: tuple) -> dict:
+        """The metrics of `splits`: the mode's outputs of every rank, gathered once (in
+        rank order, concatenated per output) and scored by the mode."""
+        mine = {split: {name: v.cpu() if isinstance(v, torch.Tensor) else v
+                        for name, v in outputs.items()}
+                for split, outputs in self.mode.predict(splits).items()}
+        ranks = self.comm.all_gather_object(mine)
+        metrics = {}
+        for split in splits:
+            merged = {name: _concat([r[split][name] for r in ranks]) for name in mine[split]}
+            metrics.update(self.mode.score(split, merged))
+        return metrics
 
     def _peak_memory(self) -> float:
         """The most memory the run's worker processes have held, evaluation included,
@@ -272,23 +286,29 @@ class TrainingLoop:
         return round(sum(r["peak_rss_mb"] for r in ranks), 1)
 
     # ------------------------------------------------------------------ traffic
-    def _reset_traffic(self) -> list:
-        """This rank's Communicator counters since the last reset, of every group."""
-        groups = {id(c): c for c in (self.comm, self.ctx.fetch_comm) if c is not None}
-        return [comm.reset_stats() for comm in groups.values()]
+    def _reset_traffic(self) -> dict:
+        """This rank's Communicator counters since the last reset: {"train": the training
+        group's (blocks the step), "fetch": the feature fetch group's (the loader thread's,
+        overlapped with training)} where the mode has one."""
+        fetch = self.ctx.fetch_comm
+        return {"train": self.comm.reset_stats(),
+                **({"fetch": fetch.reset_stats()} if fetch not in (None, self.comm) else {})}
 
-    def _epoch_traffic(self, loss_sum: float, examples: int, sync_s: float,
+    def _epoch_traffic(self, epoch_s: float, loss_sum: float, examples: int, sync_s: float,
                        cpu_cores: float) -> dict:
-        """The epoch's loss and counters over all ranks: one gather of every rank's numbers."""
+        """The epoch's time, loss and counters over all ranks: one gather of every rank's."""
         stats = self._reset_traffic()
-        mine = {"loss_sum": loss_sum, "examples": examples, "grad_sync_s": sync_s,
+        mine = {"epoch_s": epoch_s, "loss_sum": loss_sum, "examples": examples,
+                "grad_sync_s": sync_s,
                 "cpu_cores": round(cpu_cores, 3), "process": _this_process(),
                 "peak_rss_mb": round(allocator.peak_rss_mb(), 1),
-                "comm_bytes_sent": sum(s.bytes_sent for s in stats),
-                "comm_bytes_recv": sum(s.bytes_recv for s in stats),
-                "comm_wait_s": sum(s.wait_s for s in stats), **self.mode.epoch_stats()}
+                "comm_bytes_sent": sum(s.bytes_sent for s in stats.values()),
+                "comm_bytes_recv": sum(s.bytes_recv for s in stats.values()),
+                "comm_wait_s": stats["train"].wait_s, **self.mode.epoch_stats()}
+        if "fetch" in stats and stats["fetch"].calls:
+            mine["fetch_wait_s"] = stats["fetch"].wait_s
         ranks = split_process_counters(self.comm.all_gather_object(mine))
-        record = combine_ranks(ranks)
+        record = combine_ranks(ranks, {**LOOP_REDUCTIONS, **self.mode.reductions})
         record["loss"] = record.pop("loss_sum") / max(record.pop("examples"), 1)
         if len(ranks) > 1:
             record["workers"] = [{"rank": r, **{k: v for k, v in m.items()
@@ -347,7 +367,7 @@ class TrainingLoop:
         if len(rng) == self.ctx.world_size:
             _set_rng_state(rng[self.ctx.rank])
         self.run_dir.truncate_metrics_after(self.epoch)
-        self.run_dir.log({"event": "resume", "from_epoch": self.epoch + 1,
+        self.run_dir.log("event", {"event": "resume", "from_epoch": self.epoch + 1,
                           "attempt": self.ctx.attempt, "changed": changed})
         if self.epoch + 1 >= self.config.train.epochs and self.show:
             print(f"{self.run_dir.path}: all {self.epoch + 1} epochs are done; nothing to "
@@ -375,20 +395,12 @@ class TrainingLoop:
         print(", ".join(parts), flush=True)
 
 
-# Settings a resumed run may change (applied and logged); any other change is refused:
-# the checkpoint's model, data and partitions were made with the old values.
-RESUMABLE = ("train.epochs", "train.lr", "train.weight_decay", "train.eval_every",
-             "train.progress", "run.", "cluster.", "sampler.prefetch", "sampler.threads",
-             "sampler.eval_batch_size", "sampler.device", "fullgraph.overlap", "dataset.root",
-             "partition.dir")
-
-
 def resume_changes(old: dict, new: dict, where) -> dict:
     """{key: [old, new]} of the changed settings; one clear error if one may not change."""
     if not old:                                # a checkpoint that does not record its config
         return {}
     changed = {k: [a, b] for k, (a, b) in _pairs(old, new).items() if a != b}
-    frozen = [k for k in changed if not k.startswith(RESUMABLE)]
+    frozen = [k for k in changed if not resumable(k)]
     if frozen:
         raise ConfigError(f"cannot resume the run in {where} with changed " + ", ".join(
             f"{k} ({changed[k][0]!r} -> {changed[k][1]!r})" for k in frozen)
@@ -426,22 +438,36 @@ def split_process_counters(ranks: list[dict]) -> list[dict]:
             for r in ranks]
 
 
-def combine_ranks(ranks: list[dict]) -> dict:
-    """One value per key over ranks: the max for seconds (`*_s`: the slowest rank sets the
-    pace), the sum for counts and bytes; mappings (e.g. bytes per bit width) key by key."""
+def combine_ranks(ranks: list[dict], reductions: dict) -> dict:
+    """One value per key over ranks, as `reductions` declares for it (REDUCTIONS); a
+    mapping combines entry by entry, and text (the same on every rank) is rank 0's."""
     out = {}
     for key in dict.fromkeys(k for r in ranks for k in r):
-        values = [r.get(key, 0) for r in ranks]
-        value = next(v for v in values if v is not None)
-        if isinstance(value, dict):
-            out[key] = combine_ranks([v or {} for v in values])
-        elif isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
-            out[key] = max(values) if str(key).endswith("_s") else sum(values)
-            if isinstance(out[key], float):
-                out[key] = round(out[key], 6)
-        else:
-            out[key] = value
+        how = reductions.get(key)
+        if how not in REDUCTIONS:
+            raise KeyError(f"epoch value {key!r} has no declared reduction ({how!r}); declare "
+                           f"it in the mode's `reductions` as one of {', '.join(REDUCTIONS)}")
+        out[key] = _reduce([r.get(key) for r in ranks], how)
     return out
+
+
+def _reduce(values: list, how: str):
+    value = next((v for v in values if v is not None), None)
+    if isinstance(value, dict):
+        keys = dict.fromkeys(k for v in values if v for k in v)
+        return {k: _reduce([(v or {}).get(k) for v in values], how) for k in keys}
+    if not isinstance(value, (int, float, np.number)) or isinstance(value, bool):
+        return value
+    numbers = [v for v in values if v is not None]
+    combined = {"max": max, "sum": sum, "mean": lambda x: sum(x) / len(x)}[how](numbers)
+    return round(combined, 6) if isinstance(combined, float) else combined
+
+
+def _concat(parts: list):
+    """Every rank's share of one output, in rank order."""
+    if isinstance(parts[0], torch.Tensor):
+        return torch.cat(parts)
+    return np.concatenate(parts)
 
 
 def _rng_state() -> dict:

@@ -2,7 +2,8 @@ import importlib
 
 import pytest
 
-from gnnsys.config import MODES, Config, ConfigError, from_dict, load_config
+from gnnsys.config import Config, ConfigError, fields, from_dict, load_config
+from gnnsys.mode import MODES
 
 
 def test_defaults_are_valid():
@@ -32,7 +33,7 @@ def test_quickstart_config_loads(repo_root):
     ({"cache": {"policy": "lru"}}, ["'cache.policy'", "none, degree, vip"]),
     ({"model": {"residual": True}}, ["'model.residual'", "layers >= 3", "2 layers"]),
     ({"mode": "fullgraph", "model": {"residual": True, "layers": 3}},
-     ["'model.residual'", "mode 'minibatch'", "got mode 'fullgraph'"]),
+     ["'model.residual' is True but mode 'fullgraph' supports: False"]),
     ({"fullgraph": {"layer_norm": True}},          # removed: model.norm is the one knob
      ["unknown config key 'fullgraph.layer_norm'", "allowed: overlap, quantization"]),
 ])
@@ -72,6 +73,7 @@ OWNERS = {
     "dataset.feature_dtype": ("gnnsys.datasets.for_run", "FEATURE_DTYPES"),
     "model.norm": ("gnnsys.models.norm", "NORMS"),
     "cluster.backend": ("gnnsys.distributed.comm", "BACKENDS"),
+    "cluster.launcher": ("gnnsys.distributed.launcher", "LAUNCHERS"),
     "partition.method": ("partition.build", "METHODS"),
     "cache.policy": ("gnnsys.minibatch.store.policy", "POLICIES"),
     "temporal.neighbor_strategy": ("samplers.temporal", "NEIGHBOR_STRATEGIES"),
@@ -114,12 +116,12 @@ def test_every_mode_and_arch_combination(mode, arch):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_a_mode_trains_what_its_model_module_implements(mode, monkeypatch):
+def test_a_mode_trains_what_its_model_module_implements(mode):
+    from gnnsys.mode import mode_class
     owner = importlib.import_module(ARCH_OWNERS[mode])
     with pytest.raises(ConfigError, match="but mode"):
         from_dict({"mode": mode, "model": {"arch": "new-net"}})
-    monkeypatch.setattr(owner, "ARCHS", owner.ARCHS + ("new-net",))
-    assert from_dict({"mode": mode, "model": {"arch": "new-net"}})
+    assert mode_class(mode).supports["model.arch"] is owner.ARCHS
 
 
 def test_a_temporal_config_must_name_its_arch():
@@ -151,23 +153,17 @@ def test_out_of_range_values_from_the_issue_are_refused(key, value):
         from_dict({}, overrides=[f"{key}={value}"])
 
 
-def numeric_keys(cls=Config, prefix=""):
+def numeric_keys():
     """Every int / float field of the config dataclasses (Optional ones included)."""
-    import dataclasses
     import typing
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        hint, key = hints[f.name], prefix + f.name
-        if dataclasses.is_dataclass(hint):
-            yield from numeric_keys(hint, key + ".")
-        elif {int, float} & set(typing.get_args(hint) or (hint,)):
+    for key, f in fields().items():
+        if {int, float} & set(typing.get_args(f.type) or (f.type,)):
             yield key
 
 
 def test_every_numeric_key_has_a_range():
-    from gnnsys.config import RANGES
     fixed_sets = {"fullgraph.quantization.uniform_bits"}      # checked as a choice
-    missing = set(numeric_keys()) - set(RANGES) - fixed_sets
+    missing = {k for k in numeric_keys() if not fields()[k].metadata.get("range")} - fixed_sets
     assert not missing, f"numeric config keys without a range check: {sorted(missing)}"
 
 
@@ -177,11 +173,40 @@ JUST_OUTSIDE = {">= 0": -1, ">= 1": 0, ">= 2": 1, "> 0": 0, "in [0, 1]": 1.5, "i
 
 @pytest.mark.parametrize("key", sorted(set(numeric_keys()) - {"fullgraph.quantization.uniform_bits"}))
 def test_each_range_is_enforced(key):
-    from gnnsys.config import RANGES
-    bad = JUST_OUTSIDE[RANGES[key]]
+    bad = JUST_OUTSIDE[fields()[key].metadata["range"]]
     with pytest.raises(ConfigError) as err:
         from_dict({}, overrides=[f"{key}={bad}"])
     assert f"'{key}'" in str(err.value)
+
+
+@pytest.mark.parametrize("key", sorted(fields()))
+def test_resume_refuses_exactly_the_settings_marked_frozen(tmp_path, key):
+    """Every field: a resumed run that changes it is refused unless its metadata says
+    `resumable`; the model, data and partitions of the checkpoint depend on the rest."""
+    from gnnsys.training import resume_changes
+    old = from_dict({}).to_dict()
+    new = from_dict({}).to_dict()
+    section = new
+    *parents, name = key.split(".")
+    for part in parents:
+        section = section[part]
+    section[name] = ("changed", section[name])      # any value unlike the old one
+    if fields()[key].metadata.get("resumable"):
+        assert key in resume_changes(old, new, tmp_path) or key == "run.resume"
+    else:
+        with pytest.raises(ConfigError, match=f"with changed {key} "):
+            resume_changes(old, new, tmp_path)
+
+
+def test_the_settings_a_resume_may_change():
+    assert sorted(k for k, f in fields().items() if f.metadata.get("resumable")) == sorted(
+        ["train.epochs", "train.lr", "train.weight_decay", "train.eval_every", "train.progress",
+         "sampler.prefetch", "sampler.threads", "sampler.eval_batch_size", "sampler.device",
+         "fullgraph.overlap", "dataset.root", "partition.dir"]
+        + [f"run.{k}" for k in ("dir", "resume", "checkpoint_every")]
+        + [f"cluster.{k}" for k in ("workers", "address", "cpus_per_worker", "gpus_per_worker",
+                                    "backend", "timeout_s", "start_timeout_s", "max_failures",
+                                    "fail_at", "launcher")])
 
 
 def test_a_directory_or_binary_config_is_one_clear_line(tmp_path):

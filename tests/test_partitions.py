@@ -142,7 +142,7 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
 
     run = tmp_path / "run"
     run.mkdir()
-    lines = [{"epoch": e, "loss": 1.0 / (e + 1), "val_acc": 0.5 + e / 10, "workers": [
+    lines = [{"kind": "epoch", "epoch": e, "loss": 1.0 / (e + 1), "val_acc": 0.5 + e / 10, "workers": [
         {"rank": r, "remote_rows": 10, "cache_hits": 5, "bytes_recv": 100,
          "fetch_wait_s": 0.1, "batch_wait_s": 0.1, "allreduce_s": 0.1} for r in (0, 1)]}
         for e in range(3)]

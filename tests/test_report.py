@@ -22,38 +22,38 @@ def _comm(e):
 
 
 def minibatch_records(epochs=4):
-    out = [{"event": "store", "workers": [{"rank": 0, "cached_rows": 10}]}]
+    out = []
     for e in range(epochs):
-        out.append({"epoch": e, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
+        out.append({"kind": "epoch", "epoch": e, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
                     "remote_rows": 500 - 50 * e, "cache_hits": 300 + 50 * e, "local_rows": 900,
                     "batch_wait_s": 0.2, "bytes_sent": 12345,   # old key, not a minibatch chart
                     **({"val_acc": 0.5 + e / 20} if e % 2 else {})})
-    return out + [{"final": True, "epochs": epochs, "test_acc": 0.81, "val_acc": 0.8}]
+    return out + [{"kind": "final", "epochs": epochs, "test_acc": 0.81, "val_acc": 0.8}]
 
 
 def temporal_records(epochs=3):
-    out = [{"epoch": e, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
+    out = [{"kind": "epoch", "epoch": e, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
             "rows_naive": 100, "bytes_sent": 4000, "bytes_naive": 10000, "exchange_s": 0.3,
             "val_ap": 0.6 + e / 20, "val_mrr": 0.4 + e / 20} for e in range(epochs)]
-    return out + [{"epoch": epochs - 1, "phase": "test", "loss": 9.9, "test_ap": 0.75,
-                   "test_mrr": 0.55, "test_ap_inductive": 0.7}]
+    return out + [{"kind": "final", "test_ap": 0.75, "test_mrr": 0.55,
+                   "test_ap_inductive": 0.7}]
 
 
 def fullgraph_records(epochs=3):
-    out = [{"setup": True, "workers": 2, "epoch": -1}]
+    out = []
     for e in range(epochs):
         times = {f"time_{p}": 0.01 * (k + 1) for k, p in enumerate(
-            ("comm", "quant", "central", "marginal", "wait", "reduce"))}
-        out.append({"epoch": e, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
+            ("comm", "quant", "central", "marginal", "wait"))}
+        out.append({"kind": "epoch", "epoch": e, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
                     "bytes_sent": 7000, "train_acc": 0.3 + e / 10, "val_acc": 0.3 + e / 10,
                     "bytes_by_bits": {"32": 4000, "8": 2000, "2": 600, "4": 400}})
-    return out + [{"final": True, "test_acc": 0.7, "bytes_per_epoch": 7000.0}]
+    return out + [{"kind": "final", "test_acc": 0.7, "bytes_per_epoch": 7000.0}]
 
 
 def write_run(path, records, mode=None):
     """A run directory whose log starts with the loop's `start` record naming the mode."""
     path.mkdir(parents=True, exist_ok=True)
-    start = [{"event": "start", "mode": mode, "workers": 2}] if mode else []
+    start = [{"kind": "start", "mode": mode, "workers": 2}] if mode else []
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in start + records))
     return path
 
@@ -91,7 +91,7 @@ def test_each_mode_gets_its_charts_and_only_those(tmp_path, drawn, mode, records
         ["metrics.jsonl"] + [p.name for p in paths])
     assert all(f"run ({mode})" in title for title, _ in drawn.values())
     assert drawn["loss"][1]["loss"] == [(r["epoch"], r["loss"]) for r in records
-                                        if "loss" in r and "phase" not in r]
+                                        if r["kind"] == "epoch"]
 
 
 def test_what_the_mode_charts_plot(tmp_path, drawn):
@@ -104,7 +104,7 @@ def test_what_the_mode_charts_plot(tmp_path, drawn):
     assert drawn["exchange_rows"][1] == {"rows_naive": [(e, 100) for e in range(3)],
                                          "rows_sent": [(e, 40) for e in range(3)]}
     assert set(drawn["exchange_bytes"][1]) == {"bytes_naive", "bytes_sent"}
-    assert len(drawn["loss"][1]["loss"]) == 3          # the phase=test record is not an epoch
+    assert len(drawn["loss"][1]["loss"]) == 3          # the final record is not an epoch
     assert "test_ap 0.7500, test_mrr 0.5500" in drawn["metrics"][0]
 
     report.make_report(write_run(tmp_path / "fg", fullgraph_records(), "fullgraph"))
@@ -113,13 +113,13 @@ def test_what_the_mode_charts_plot(tmp_path, drawn):
                                               "bytes_by_bits[32]"]
     assert drawn["message_bytes"][1]["bytes_by_bits[32]"] == [(e, 4000) for e in range(3)]
     assert list(drawn["phase_time"][1]) == [f"time_{p}" for p in (
-        "comm", "quant", "central", "marginal", "wait", "reduce")]
+        "comm", "quant", "central", "marginal", "wait")]
     assert set(drawn["metrics"][1]) == {"val_acc", "train_acc"}
 
 
-def test_old_logs_draw_the_charts_whose_keys_they_have(tmp_path):
-    # today's temporal loop: rows_sent, bytes_sent, redundancy; no naive counts, no comm_*
-    old_temporal = [{"epoch": e, "loss": 0.5, "epoch_s": 2.0, "rows_sent": 40, "bytes_sent": 4000,
+def test_logs_draw_the_charts_whose_keys_they_have(tmp_path):
+    # a temporal log with rows_sent, bytes_sent, redundancy; no naive counts, no comm_*
+    old_temporal = [{"kind": "epoch", "epoch": e, "loss": 0.5, "epoch_s": 2.0, "rows_sent": 40, "bytes_sent": 4000,
                      "redundancy": 2.5, "exchange_s": 0.1, "val_ap": 0.7} for e in range(2)]
     paths = report.make_report(write_run(tmp_path / "t", old_temporal, "temporal"))
     assert {p.stem for p in paths} == {"loss", "metrics", "time", "exchange_rows",
@@ -138,8 +138,8 @@ def test_a_run_of_unknown_mode_gets_only_the_general_charts(tmp_path):
 
 
 def test_repeated_epochs_after_resume_keep_the_last_record(tmp_path, drawn):
-    first = [{"epoch": e, "loss": 1.0 + e, "val_acc": 0.1} for e in range(3)]
-    redone = [{"epoch": e, "loss": 10.0 + e, "val_acc": 0.9} for e in (1, 2, 3)]
+    first = [{"kind": "epoch", "epoch": e, "loss": 1.0 + e, "val_acc": 0.1} for e in range(3)]
+    redone = [{"kind": "epoch", "epoch": e, "loss": 10.0 + e, "val_acc": 0.9} for e in (1, 2, 3)]
     report.make_report(write_run(tmp_path / "run", first + redone, "minibatch"))
     assert drawn["loss"][1]["loss"] == [(0, 1.0), (1, 11.0), (2, 12.0), (3, 13.0)]
     assert drawn["metrics"][1]["val_acc"] == [(0, 0.1), (1, 0.9), (2, 0.9), (3, 0.9)]
@@ -158,8 +158,8 @@ def test_out_dir_and_cli(tmp_path, capsys):
 @pytest.mark.parametrize("records, says", [
     (None, "is missing or empty"),
     ([], "is missing or empty"),
-    ([{"final": True, "test_acc": 0.5}, {"event": "store"}, {"setup": True, "epoch": -1},
-      {"epoch": 0, "phase": "test", "test_ap": 0.5}], "has no epoch records")])
+    ([{"kind": "final", "test_acc": 0.5}, {"kind": "event", "event": "resume", "epoch": 0},
+      {"kind": "start", "mode": "temporal"}], "has no epoch records")])
 def test_no_epochs_is_one_clear_error(tmp_path, capsys, records, says):
     run = tmp_path / "run"
     if records is not None:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gnnsys.config import ConfigError, from_dict
-from gnnsys.runlog import RunDir, read_metrics
+from gnnsys.runlog import RunDir, events, read_metrics
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
 
@@ -84,7 +84,7 @@ def test_resume_refuses_changed_model_and_applies_a_new_lr(tmp_path):
         fit(_config(run, model={"hidden": 16}, run={"resume": True}), graph)
     assert (run / "config.yaml").read_text() == saved       # written only after the check
     fit(_config(run, train={"epochs": 3, "lr": 0.05}, run={"resume": True}), graph)
-    resume = [r for r in read_metrics(run) if r.get("event") == "resume"][-1]
+    resume = events(run, "resume")[-1]
     assert resume["changed"] == {"train.epochs": [2, 3], "train.lr": [0.003, 0.05]}
     state = torch.load(run / "checkpoint.pt", weights_only=True)
     assert state["optimizer"]["param_groups"][0]["lr"] == 0.05
@@ -104,7 +104,7 @@ def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path):
 
 def test_non_finite_numbers_are_logged_as_null_and_torn_lines_skipped(tmp_path, caplog):
     run = RunDir(tmp_path)
-    run.log({"epoch": 0, "loss": float("nan"), "val": np.float32("inf"), "x": [1.0, -math.inf]})
+    run.log("epoch", {"epoch": 0, "loss": float("nan"), "val": np.float32("inf"), "x": [1.0, -math.inf]})
     with open(tmp_path / "metrics.jsonl", "a") as f:
         f.write('{"epoch": 1, "loss": 0.')                  # a write cut short
     records = read_metrics(tmp_path)
@@ -158,4 +158,4 @@ def test_a_repeated_temporal_run_moves_the_previous_one_aside(tmp_path):
     fit(_tiny_config(tmp_path), graph)
     kept = list((tmp_path / "run" / "previous").glob("*/metrics.jsonl"))
     assert [p.read_text() for p in kept] == [first]          # not appended to, not lost
-    assert (tmp_path / "run" / "metrics.jsonl").read_text().count('"event": "start"') == 1
+    assert (tmp_path / "run" / "metrics.jsonl").read_text().count('"kind": "start"') == 1

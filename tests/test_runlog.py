@@ -9,19 +9,19 @@ from gnnsys.runlog import RunDir, read_metrics
 def test_metrics_and_checkpoint_roundtrip(tmp_path):
     run = RunDir(tmp_path / "run")
     run.save_config(from_dict({}))
-    run.log({"epoch": 0, "loss": 1.0})
-    run.log({"epoch": 1, "loss": 0.5})
+    run.log("epoch", {"epoch": 0, "loss": 1.0})
+    run.log("epoch", {"epoch": 1, "loss": 0.5})
     assert [r["epoch"] for r in read_metrics(run.path)] == [0, 1]
     run.save_checkpoint({"epoch": 1, "w": [1, 2]})
     assert run.load_checkpoint()["w"] == [1, 2]
     run.truncate_metrics_after(0)
-    assert [r["epoch"] for r in run.read_metrics()] == [0]
+    assert [r["epoch"] for r in read_metrics(run.path)] == [0]
     assert (run.path / "config.yaml").exists()
 
 
 def test_fresh_start_keeps_old_files(tmp_path):
     run = RunDir(tmp_path)
-    run.log({"epoch": 0})
+    run.log("epoch", {"epoch": 0})
     run.save_checkpoint({"epoch": 0})
     run.start(resume=False)
     assert not (tmp_path / "metrics.jsonl").exists()
@@ -37,7 +37,7 @@ def test_unreadable_checkpoint_is_an_error(tmp_path):
 
 def test_non_writer_writes_nothing(tmp_path):
     run = RunDir(tmp_path / "r", writer=False)
-    run.log({"epoch": 0})
+    run.log("epoch", {"epoch": 0})
     run.save_checkpoint({"epoch": 0})
     assert not (tmp_path / "r").exists()
 

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from gnnsys.config import from_dict
-from gnnsys.distributed.local import ThreadGroup
-from gnnsys.runlog import read_metrics
-from gnnsys.training import (FAIL_EXIT_CODE, PLUGINS, TrainingLoop, combine_ranks,
+from gnnsys.distributed import launch
+from gnnsys.runlog import events, read_metrics
+from gnnsys.mode import MODES, Mode, mode_class
+from gnnsys.training import (FAIL_EXIT_CODE, LOOP_REDUCTIONS, TrainingLoop, combine_ranks,
                              split_process_counters)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -79,7 +80,7 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     crashed_config["cluster"] = {"fail_at": "0:2"}          # rank 0 dies inside epoch 2
     crashed = _train(mode, crashed_config)
     assert crashed.returncode == FAIL_EXIT_CODE, crashed.stderr[-2000:]
-    done = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if "loss" in r]
+    done = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if r["kind"] == "epoch"]
     assert done == [0, 1]                                    # epoch 2 never finished
 
     resumed_config = _config(mode, tmp_path / "crashed")
@@ -87,8 +88,8 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     resumed = _train(mode, resumed_config)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     records = read_metrics(tmp_path / "crashed")
-    assert [r["epoch"] for r in records if "loss" in r] == [0, 1, 2, 3]   # none lost or twice
-    assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [2]
+    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [0, 1, 2, 3]   # none lost or twice
+    assert [r["from_epoch"] for r in events(tmp_path / "crashed", "resume")] == [2]
 
     a, b = _final_state(tmp_path / "straight"), _final_state(tmp_path / "crashed")
     assert a.keys() == b.keys() and any(k.startswith("adam.") for k in a)
@@ -119,14 +120,14 @@ def test_ranks_resume_at_rank_zeros_epoch_without_shared_storage(tmp_path):
     def config(run_dir, epochs, resume=False):
         data = _config("temporal", run_dir, epochs=epochs)
         data["run"]["resume"] = resume
-        data["cluster"] = {"workers": 2}
+        data["cluster"] = {"workers": 2, "launcher": "threads"}
         return from_dict(data)
 
     prepared = TemporalMode.prepare(config(tmp_path / "x", 1), graph)
 
     def run(configs):
-        return ThreadGroup(2).run_workers(
-            lambda ctx: TrainingLoop(ctx, configs[ctx.rank], prepared).run())
+        return launch(lambda ctx, _, *p: TrainingLoop(ctx, configs[ctx.rank], p).run(),
+                      configs[0], *prepared)
 
     for rank, epochs in ((0, 2), (1, 1)):   # rank r's disk: a checkpoint after `epochs`
         view = tmp_path / f"rank{rank}"
@@ -134,30 +135,64 @@ def test_ranks_resume_at_rank_zeros_epoch_without_shared_storage(tmp_path):
     resumed = run([config(tmp_path / f"rank{r}", 4, resume=True) for r in range(2)])
     straight = run([config(tmp_path / f"straight{r}", 4) for r in range(2)])
     assert [r["epochs"] for r in resumed] == [4, 4]
-    epochs = [r["epoch"] for r in read_metrics(tmp_path / "rank0") if "loss" in r]
+    epochs = [r["epoch"] for r in read_metrics(tmp_path / "rank0") if r["kind"] == "epoch"]
     assert epochs == [0, 1, 2, 3]
     for key in ("val_ap", "test_ap", "best_epoch"):
         assert resumed[0][key] == pytest.approx(straight[0][key], abs=1e-6), key
 
 
-def test_every_mode_has_a_plugin_with_the_contract():
-    from gnnsys.config import MODES
-    from gnnsys.training import plugin_class
-    assert set(PLUGINS) == set(MODES)
-    for mode in MODES:
-        cls = plugin_class(mode)
-        for name in ("prepare", "build_model", "train_batches", "epoch_stats", "evaluate",
-                     "final_metrics", "state_dict", "load_state_dict", "describe", "close"):
-            assert callable(getattr(cls, name)), (mode, name)
-        assert cls.grad_op in ("mean", "sum")
+def test_every_mode_implements_the_typed_contract():
+    for name in MODES:
+        cls = mode_class(name)
+        assert issubclass(cls, Mode), name
+        for method in ("build_model", "train_batches", "predict", "score"):
+            assert getattr(cls, method) is not getattr(Mode, method), (name, method)
+        assert cls.grad_op in ("mean", "sum") and cls.task in ("node_classification",
+                                                                "link_prediction")
+        assert set(cls.final_splits) | set(cls.eval_splits) <= {"train", "val", "test"}
 
 
-def test_rank_counters_combine_by_kind():
-    ranks = [{"remote_rows": 3, "fetch_s": 0.5, "bytes_by_bits": {"8": 10}, "sampler": "cpu"},
+def test_rank_values_combine_as_declared():
+    ranks = [{"remote_rows": 3, "fetch_s": 0.5, "bytes_by_bits": {"8": 10}, "sampler": "cpu",
+              "share": 0.25},
              {"remote_rows": 4, "fetch_s": 0.2, "bytes_by_bits": {"8": 1, "2": 5},
-              "sampler": "cpu"}]
-    assert combine_ranks(ranks) == {"remote_rows": 7, "fetch_s": 0.5,
-                                     "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
+              "sampler": "cpu", "share": 0.75}]
+    how = {"remote_rows": "sum", "fetch_s": "max", "bytes_by_bits": "sum", "sampler": "sum",
+           "share": "mean"}
+    assert combine_ranks(ranks, how) == {"remote_rows": 7, "fetch_s": 0.5, "share": 0.5,
+                                         "bytes_by_bits": {"8": 11, "2": 5}, "sampler": "cpu"}
+    with pytest.raises(KeyError, match="'fetch_s' has no declared reduction"):
+        combine_ranks(ranks, {k: v for k, v in how.items() if k != "fetch_s"})
+
+
+@pytest.mark.parametrize("mode", sorted(RUNS))
+def test_two_ranks_log_no_seconds_beyond_the_epoch(tmp_path, mode):
+    """Two ranks as threads, through fit: every per-epoch seconds value the log holds
+    (combined over ranks as its code declares) fits in that epoch's wall time, every value
+    of every rank has a declared reduction, and the log's records all have a kind."""
+    from gnnsys import runlog
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    from tests.temporal.conftest import make_tiny_graph
+    data = _config(mode, tmp_path / mode, epochs=2)
+    data["cluster"] = {"workers": 2, "launcher": "threads"}
+    data["partition"] = {"dir": str(tmp_path / "parts")}
+    graph = make_tiny_graph() if mode == "temporal" else \
+        tiny_graph(num_nodes=300, num_features=8, seed=3)
+    result = fit(from_dict(data), graph)
+    assert result["workers"] == 2
+    records = runlog.read_metrics(tmp_path / mode)
+    assert [r["kind"] for r in records] == ["start", "epoch", "epoch", "final"]
+    declared = {**LOOP_REDUCTIONS, **mode_class(mode).reductions}
+    for epoch in runlog.epochs(tmp_path / mode):
+        assert len(epoch["workers"]) == 2
+        for key, value in epoch.items():
+            seconds = (key.endswith("_s") and not key.endswith("_per_s")) or \
+                key.startswith("time_")
+            if seconds and key not in ("epoch_s", "eval_s"):
+                assert value <= epoch["epoch_s"], (key, value, epoch["epoch_s"])
+        for rank in epoch["workers"]:
+            assert set(rank) - {"rank"} <= set(declared)
 
 
 def test_ranks_sharing_a_process_split_its_cpu_time_and_memory():
@@ -167,9 +202,11 @@ def test_ranks_sharing_a_process_split_its_cpu_time_and_memory():
              {"cpu_cores": 0.9, "peak_rss_mb": 500.0, "process": ("b", 7), "x": 3}]
     split = split_process_counters(ranks)
     assert [r["cpu_cores"] for r in split] == [0.9, 0.9, 0.9]
-    assert combine_ranks(split)["peak_rss_mb"] == pytest.approx(1400.0)
+    assert combine_ranks(split, {**LOOP_REDUCTIONS, "x": "sum"})["peak_rss_mb"] == \
+        pytest.approx(1400.0)
     assert all("process" not in r for r in split) and [r["x"] for r in split] == [1, 2, 3]
-    assert combine_ranks(split)["cpu_cores"] == pytest.approx(2.7)
+    assert combine_ranks(split, {**LOOP_REDUCTIONS, "x": "sum"})["cpu_cores"] == \
+        pytest.approx(2.7)
 
 
 def test_patience_stops_when_validation_stops_improving(tmp_path):
@@ -180,8 +217,8 @@ def test_patience_stops_when_validation_stops_improving(tmp_path):
     frozen = _config("minibatch", tmp_path / "stop", epochs=6, lr=1e-12, patience=2)
     result = fit(from_dict(frozen), graph)
     assert result["epochs"] == 3 and result["best_epoch"] == 0
-    events = [r for r in read_metrics(tmp_path / "stop") if r.get("event") == "early_stop"]
-    assert [(e["epoch"], e["best_epoch"]) for e in events] == [(2, 0)]
+    stops = events(tmp_path / "stop", "early_stop")
+    assert [(e["epoch"], e["best_epoch"]) for e in stops] == [(2, 0)]
     patient = _config("minibatch", tmp_path / "all", epochs=6, lr=1e-12)   # patience 0: off
     assert fit(from_dict(patient), graph)["epochs"] == 6
 
@@ -191,7 +228,7 @@ def test_epoch_records_the_cores_the_process_kept_busy(tmp_path):
     from gnnsys.training import fit
     fit(from_dict(_config("minibatch", tmp_path / "run", epochs=2)),
         tiny_graph(num_nodes=300, num_features=8, seed=3))
-    epochs = [r for r in read_metrics(tmp_path / "run") if "loss" in r]
+    epochs = [r for r in read_metrics(tmp_path / "run") if r["kind"] == "epoch"]
     # CPU seconds over wall seconds: above zero, and no more than every core of the machine
     assert len(epochs) == 2
     assert all(0 < r["cpu_cores"] <= os.cpu_count() + 0.5 for r in epochs)
@@ -202,7 +239,7 @@ def test_epochs_that_evaluate_record_its_time_apart_from_training(tmp_path):
     from gnnsys.training import fit
     fit(from_dict(_config("minibatch", tmp_path / "run", epochs=3, eval_every=2)),
         tiny_graph(num_nodes=300, num_features=8, seed=3))
-    epochs = [r for r in read_metrics(tmp_path / "run") if "loss" in r]
+    epochs = [r for r in read_metrics(tmp_path / "run") if r["kind"] == "epoch"]
     # evaluation after epochs 2 and 3 (the last always evaluates), not after epoch 1
     assert ["eval_s" in r for r in epochs] == [False, True, True]
     assert all(r["eval_s"] > 0 and "val_acc" in r for r in epochs[1:])

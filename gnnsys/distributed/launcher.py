@@ -5,7 +5,8 @@ last checkpoint.
     def work(ctx: WorkerContext, config) -> dict: ...
     results = launch(work, config)      # list of per-rank return values, rank order
 
-With `cluster.workers == 1` the function runs in this process (no Ray). A worker that
+With `cluster.workers == 1` the function runs in this process (no Ray), and with
+`cluster.launcher: threads` so do K ranks, as threads (`local.ThreadGroup`). A worker that
 dies is detected by Ray at once (its actor reference fails); the surviving workers are
 killed rather than left waiting in a collective, and the run is retried from its
 checkpoint up to `cluster.max_failures` times. A peer that hangs is bounded by the
@@ -30,10 +31,12 @@ from datetime import timedelta
 import torch
 
 from .. import allocator
-from ..config import ConfigError
+from ..errors import ConfigError
 from .comm import Communicator
+from .local import ThreadGroup
 
 log = logging.getLogger(__name__)
+LAUNCHERS = ("ray", "threads")     # cluster.launcher
 
 
 class WorkerFailure(RuntimeError):
@@ -54,6 +57,11 @@ class WorkerContext:
     def __post_init__(self):
         if self.fetch_comm is None and self.world_size == 1:
             self.fetch_comm = Communicator(self.rank, 1, self.device)
+
+    @classmethod
+    def single(cls, device) -> "WorkerContext":
+        """The one rank of a run in this process."""
+        return cls(0, 1, torch.device(device), Communicator(0, 1, device))
 
     @property
     def is_main(self) -> bool:
@@ -287,10 +295,16 @@ def launch(fn, config, *args) -> list:
     `cluster.max_failures` recoveries the failure is raised as WorkerFailure."""
     world = config.cluster.workers
     threads = config.sampler.threads or config.cluster.cpus_per_worker
-    if world == 1:
+    if world == 1 or config.cluster.launcher == "threads":
         set_threads(config.sampler.threads or (os.cpu_count() or 1))
         device = _pick_device(config, 0)
-        return [fn(WorkerContext(0, 1, device, Communicator(0, 1, device)), config, *args)]
+        if world == 1:
+            return [fn(WorkerContext.single(device), config, *args)]
+        # the feature fetch on a group of its own, as on Ray
+        group, fetch = (ThreadGroup(world, config.cluster.timeout_s) for _ in range(2))
+        return group.run(lambda comm: fn(WorkerContext(comm.rank, world, device, comm,
+                                                       fetch_comm=fetch.comm(comm.rank)),
+                                         config, *args))
 
     import ray
     init_ray(config)

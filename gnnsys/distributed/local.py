@@ -9,7 +9,8 @@ the others time out, not hang).
 
     group = ThreadGroup(2)
     results = group.run(lambda comm: comm.all_to_all([...]))       # one thread per rank
-    results = group.run_workers(train_worker, config)              # fn(WorkerContext, ...)
+
+`gnnsys.distributed.launch` runs K workers this way under `cluster.launcher: threads`.
 """
 from __future__ import annotations
 
@@ -62,12 +63,6 @@ class ThreadGroup:
         if errors:
             raise errors[0]
         return results
-
-    def run_workers(self, fn, *args) -> list:
-        """fn(WorkerContext, *args) on every rank, as `launch` would run it on Ray actors."""
-        from .launcher import WorkerContext
-        return self.run(lambda comm: fn(
-            WorkerContext(comm.rank, self.world_size, torch.device("cpu"), comm), *args))
 
 
 class ThreadComm(Communicator):

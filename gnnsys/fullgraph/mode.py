@@ -16,12 +16,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..metrics import METRIC_KEY, evaluate
+from ..mode import NodeClassificationMode
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
-from .halo import aggregation_weights, build_halo_plan
-from .model import FullGraphGNN
+from .halo import ARCHS, aggregation_weights, build_halo_plan
+from .model import NORMS, FullGraphGNN
 from .quantize import message_size
 from .timing import EpochTimers
 
@@ -55,10 +55,19 @@ class LocalData:
             self.global_count[name] = len(ids)
 
 
-class FullGraphMode:
+class FullGraphMode(NodeClassificationMode):
     grad_op = "sum"              # each rank's loss is its share of the global mean
     batches_per_epoch = 1
     collectives_in_backward = True   # the halo exchange's backward: no gradient overlap
+    eval_splits = final_splits = ("val", "test")   # one full-graph pass scores both
+    # float16 features are a feature-store format: this mode computes on float32 rows it
+    # holds once
+    supports = {"model.arch": ARCHS, "model.norm": NORMS, "model.residual": (False,),
+                "train.compile": (False,), "dataset.feature_dtype": ("float32",)}
+    # phase times are each rank's own: the slowest rank's is the epoch's
+    reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
+                  "bytes_sent": "sum", "bytes_by_bits": "sum",
+                  **{key: "max" for key, _ in TIME_KEYS}, "time_epoch": "max"}
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -66,7 +75,7 @@ class FullGraphMode:
 
     def __init__(self, ctx, config, graph=None):
         from ..datasets import load_run_graph
-        self.ctx, self.config = ctx, config
+        super().__init__(ctx, config)
         graph = graph if graph is not None else load_run_graph(config)
         self.graph, self.comm = graph, ctx.comm
         fg, q = config.fullgraph, config.fullgraph.quantization
@@ -74,7 +83,7 @@ class FullGraphMode:
         self.data = LocalData(graph, self.plan, ctx.device)
         if self.data.global_count["train"] == 0:
             raise ValueError(f"dataset '{graph.name}' has no labelled training nodes")
-        self.metric = METRIC_KEY[graph.metric]
+        self.dataset_metric = graph.metric
         self.timers = EpochTimers()
         quantizing = q.mode != "none" and ctx.world_size > 1
         assignment = BitAssignment(q.uniform_bits if q.mode == "uniform" else max(q.bits)) \
@@ -141,28 +150,16 @@ class FullGraphMode:
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def evaluate(self) -> dict:
-        """Validation and test metrics in full precision (no quantisation)."""
+    def predict(self, splits: tuple) -> dict:
+        """One full-graph pass in full precision (no quantisation): each split's logits and
+        labels of this rank's rows."""
         self.model.eval()
         logits = self.model(self.data.x, self.exchanger, quantized=False)
-        out = {f"{name}_{self.metric}": self._split_metric(logits, name)
-               for name in ("val", "test")}
-        self.last_test = out[f"test_{self.metric}"]
-        return out
+        return {name: {"logits": logits[self.data.split[name]],
+                       "labels": self.data.y[self.data.split[name]]} for name in splits}
 
     def final_metrics(self) -> dict:
-        """Best-validation model's metrics; the last evaluation's test metric too (adaptive
-        quantisation acts late, after the first 8-bit cycle), and the partition."""
-        last_test = getattr(self, "last_test", float("nan"))
-        return {**self.evaluate(), f"test_{self.metric}_last": last_test,
-                "partition": self.comm.all_gather_object(self.plan.summary())}
-
-    def _split_metric(self, logits, name) -> float:
-        """The metric over every rank's rows of the split (gathered: AUC is no average)."""
-        rows = self.data.split[name]
-        parts = self.comm.all_gather_object((logits[rows].cpu(), self.data.y[rows].cpu()))
-        return evaluate(self.graph.metric, torch.cat([lg for lg, _ in parts]),
-                        torch.cat([y for _, y in parts]))
+        return {"partition": self.comm.all_gather_object(self.plan.summary())}
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict:

@@ -1,13 +1,11 @@
-"""The one minibatch type every training mode hands to a model.
+"""The minibatch mode's batch type: what its sampler hands to a model (temporal mode has
+its own batches, gnnsys/temporal/batch.py; full-graph mode trains on its whole partition).
 
 A `MiniBatch` is a stack of bipartite `Block`s (PyG-style `edge_index` with source and
 target local ids) plus the input features and the seed labels. Blocks are ordered the
 way the model applies them: `blocks[0]` consumes the input features, `blocks[-1]`
 produces the seed outputs. Targets of a block are a prefix of its sources (the seeds
 come first in `n_id`), so `x[:block.num_dst]` are the target rows.
-
-Temporal mode fills the optional `edge_time` / `e_id` of a block; full-graph mode uses a
-single block over the whole (partitioned) graph.
 """
 from __future__ import annotations
 
@@ -24,17 +22,13 @@ class Block:
     edge_index: torch.Tensor          # [2, E] int64: row 0 source local id, row 1 target
     num_src: int
     num_dst: int
-    e_id: torch.Tensor | None = None  # global edge ids (temporal / edge features)
-    edge_time: torch.Tensor | None = None
 
     @property
     def size(self) -> tuple[int, int]:
         return (self.num_src, self.num_dst)
 
     def to(self, device, non_blocking: bool = False) -> "Block":
-        move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)
-        return replace(self, edge_index=move(self.edge_index), e_id=move(self.e_id),
-                       edge_time=move(self.edge_time))
+        return replace(self, edge_index=self.edge_index.to(device, non_blocking=non_blocking))
 
 
 @dataclass

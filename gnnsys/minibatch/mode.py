@@ -23,16 +23,34 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..metrics import METRIC_KEY, evaluate
+from ..errors import ConfigError
+from ..mode import NodeClassificationMode
 from ..models import build_model
+from ..models.block_gnn import ARCHS
 from ..runlog import progress
 from ..sparse_features import feature_bytes
 from .inference import HaloGraph, halo_inference
 from .loader import NodeLoader, fused_sampler, store_sampler
 
 
-class MinibatchMode:
+class MinibatchMode(NodeClassificationMode):
     grad_op = "mean"             # each rank's loss is the mean over its own batch
+    supports = {"model.arch": ARCHS, "train.compile": (False,)}
+    reductions = {"batch_wait_s": "max", "fetch_s": "max", "local_rows": "sum",
+                  "cache_hits": "sum", "remote_rows": "sum", "rows_served": "sum",
+                  "remote_feature_bytes": "sum", "batches": "sum"}
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        super().check_config(config)
+        m, fanouts = config.model, config.sampler.fanouts
+        if m.layers != len(fanouts):
+            raise ConfigError(f"config key 'model.layers' is {m.layers} but "
+                              f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
+        if m.residual and m.layers < 3:
+            raise ConfigError("config key 'model.residual' is true but it needs a "
+                              f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
+                              "layers); drop it or add a layer")
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -44,15 +62,14 @@ class MinibatchMode:
             raise ValueError(f"partition.num_parts={config.partition.num_parts} but "
                              f"cluster.workers={config.cluster.workers}; each worker owns one "
                              "part, so leave num_parts unset or equal to workers")
-        return (str(ensure_partitions(config, progress=config.train.progress).path),)
+        return (str(ensure_partitions(config, graph, progress=config.train.progress).path),)
 
     def __init__(self, ctx, config, parts_path: str | None = None, graph=None):
-        self.ctx, self.config = ctx, config
+        super().__init__(ctx, config)
         self.data = PartData(ctx, config, parts_path) if parts_path else \
             GraphData(ctx, config, graph)
-        d = self.data
-        self.metric = METRIC_KEY[d.metric]
-        self.batches_per_epoch = len(d.loader)
+        self.dataset_metric = self.data.metric
+        self.batches_per_epoch = len(self.data.loader)
         self.wait_s = 0.0
 
     def build_model(self):
@@ -74,43 +91,26 @@ class MinibatchMode:
         self.wait_s = 0.0
         return stats
 
-    def evaluate(self) -> dict:
-        return {f"val_{self.metric}": self.data.metric_of(self._predict(), "val")}
-
-    def final_metrics(self) -> dict:
-        logits = self._predict()
-        return {f"{split}_{self.metric}": self.data.metric_of(logits, split)
-                for split in ("train", "val", "test")}
-
-    def _predict(self) -> torch.Tensor:
+    def predict(self, splits: tuple) -> dict:
+        """Exact layer-wise inference once; each split's logits and labels of own rows."""
         show = self.config.train.progress and self.ctx.is_main
         bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
-        return self.data.predict(self.model, bar)
-
-    def state_dict(self) -> dict:
-        return {}
-
-    def load_state_dict(self, state: dict) -> None:
-        pass
+        logits = self.data.predict(self.model, bar)
+        return {split: self.data.outputs(logits, split) for split in splits}
 
     def describe(self) -> dict:
         return self.data.describe()
-
-    def close(self) -> None:
-        pass
 
 
 class PartedData:
     """What evaluation needs of a worker's data: its own rows [lo, hi) and split ids."""
 
-    def metric_of(self, logits_own: torch.Tensor, split: str) -> float:
-        """The metric over the split of all parts: predictions are gathered, so it equals
-        the single-machine value (accuracy and ROC-AUC are not averages of parts)."""
+    def outputs(self, logits_own: torch.Tensor, split: str) -> dict:
+        """This worker's logits and labels of the split (the loop gathers every part's, so
+        metrics equal single-machine ones: accuracy and ROC-AUC are not averages of parts)."""
         ids = self.splits[split]
-        mine = (logits_own[torch.from_numpy(ids - self.lo)], torch.from_numpy(self.labels[ids]))
-        everyone = self.ctx.comm.all_gather_object(mine)
-        return evaluate(self.metric, torch.cat([lg for lg, _ in everyone]),
-                        torch.cat([y for _, y in everyone]))
+        return {"logits": logits_own[torch.from_numpy(ids - self.lo)],
+                "labels": torch.from_numpy(self.labels[ids])}
 
 
 class GraphData(PartedData):

@@ -153,8 +153,8 @@ class BatchPlanner:
         lo, hi = getattr(self.events, phase)
         return chronological_batches(lo, hi, self.batch_size)
 
-    def prepare(self, phase: str, epoch: int, index: int, lo: int, hi: int,
-                num_negatives: int) -> PreparedBatch:
+    def batch(self, phase: str, epoch: int, index: int, lo: int, hi: int,
+              num_negatives: int) -> PreparedBatch:
         # negatives are drawn for the whole global batch and sliced, so any worker count
         # sees exactly the single-process negatives
         sampler = self.negative_samplers["train" if phase == "train" else "eval"]
@@ -182,4 +182,4 @@ class BatchPlanner:
 
     def epoch(self, phase: str, epoch: int, num_negatives: int):
         for index, (lo, hi) in enumerate(self.batches(phase)):
-            yield self.prepare(phase, epoch, index, lo, hi, num_negatives)
+            yield self.batch(phase, epoch, index, lo, hi, num_negatives)

@@ -24,13 +24,14 @@ from torch.nn import functional as F
 
 from samplers.temporal import batch_number
 
+from ..mode import Mode
 from ..prefetch import prefetched
 from ..runlog import progress
 from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
 from .metrics import link_metrics
-from .models import build_model, row_layout, uses_neighbors
+from .models import ARCHS, build_model, row_layout, uses_neighbors
 
 
 # Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
@@ -43,9 +44,18 @@ from .models import build_model, row_layout, uses_neighbors
 ONE_TORCH_THREAD_BELOW_EVENTS = 800
 
 
-class TemporalMode:
+class TemporalMode(Mode):
+    task = "link_prediction"
     metric = "ap"
     grad_op = "sum"              # each shard's loss is already divided by the global batch
+    final_splits = ("test",)     # from the memory the selected epoch's validation left
+    # node features are not stored as a feature store's float16 rows
+    supports = {"model.arch": ARCHS, "model.residual": (False,), "train.compile": (False, True),
+                "dataset.feature_dtype": ("float32",)}
+    reductions = {"rows_sent": "sum", "bytes_sent": "sum", "rows_naive": "sum",
+                  "bytes_naive": "sum", "occurrences": "sum", "unique": "sum",
+                  "exchange_s": "max", "train_s": "max",
+                  "events_per_s": "sum"}       # each rank's share of the events, per second
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -58,7 +68,8 @@ class TemporalMode:
         return events, vertex_ownership(config, events)
 
     def __init__(self, ctx, config, events, owner: np.ndarray):
-        self.ctx, self.config, self.events = ctx, config, events
+        super().__init__(ctx, config)
+        self.events = events
         self.layout = row_layout(config, events)
         owned = np.flatnonzero(owner == ctx.rank)
         # memory, mailbox, the exchange and every batch tensor live on the training device;
@@ -80,6 +91,7 @@ class TemporalMode:
             (1 if small else None)
         self.train_s = 0.0
         self.occurrences = self.unique = 0       # over the run, for the final redundancy
+        self.last_traffic = None                 # the last training epoch's exchange
 
     def build_model(self):
         self.model = build_model(self.config, self.events).to(self.device)
@@ -150,20 +162,30 @@ class TemporalMode:
                                  moved.root_time[:2 * b])
 
     # ----------------------------------------------------------------------- evaluation
-    def evaluate(self) -> dict:
-        """Validation continues from the memory training left."""
-        return self._eval_phase("val", self.epoch)
+    def predict(self, splits: tuple) -> dict:
+        """Each phase in order: validation continues from the memory training left, the
+        test from the memory the selected epoch's validation left."""
+        return {phase: self._eval_phase(phase) for phase in splits}
+
+    def score(self, split: str, outputs: dict) -> dict:
+        pos, neg, ev = outputs["pos"], outputs["neg"], outputs["events"]
+        batch = batch_number(ev, getattr(self.events, split)[0], self.config.sampler.batch_size)
+        out = link_metrics(pos, neg, split, batch=batch)
+        if split == "test":
+            new = self.events.new_node_event[ev]
+            # inductive: events with an endpoint never seen in training (new nodes)
+            out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive",
+                                    batch=batch[new]))
+        return out
 
     def final_metrics(self) -> dict:
-        """Test from the memory the selected epoch's validation left."""
-        out = self._eval_phase("test", self.config.train.epochs)
-        self.exchange.reset_stats()
-        return {**out, **self._traffic_summary(), "exchange": self.config.temporal.exchange,
+        self.exchange.reset_stats()              # the test phase's traffic
+        return {**self._traffic_summary(), "exchange": self.config.temporal.exchange,
                 "ownership": self.config.temporal.ownership}
 
     def _traffic_summary(self) -> dict:
         """The last training epoch's exchange over all workers, and the run's redundancy."""
-        s = getattr(self, "last_traffic", None)
+        s = self.last_traffic
         mine = (self.occurrences, self.unique) + ((s.rows_sent, s.bytes_sent, s.bytes_recv)
                                                   if s is not None else (0, 0, 0))
         ranks = np.array(self.ctx.comm.all_gather_object(mine), dtype=np.float64)
@@ -174,8 +196,10 @@ class TemporalMode:
                 "worker_bytes_mean": float(per_worker.mean())}
 
     @torch.no_grad()
-    def _eval_phase(self, phase: str, epoch: int) -> dict:
+    def _eval_phase(self, phase: str) -> dict:
+        """This worker's positive and negative logits of the phase, and their events."""
         self.model.eval()
+        epoch = self.epoch if phase == "val" else self.config.train.epochs  # seeds negatives
         num_negatives = max(1, self.config.temporal.eval_negatives)
         bar = progress(total=len(self.planner.batches(phase)), desc=phase, unit="batch",
                        enabled=self.config.train.progress and self.ctx.is_main)
@@ -190,21 +214,9 @@ class TemporalMode:
             bar.update(1)
         bar.close()
         # the phase's logits leave the device once
-        mine = (torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
-                torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
-                np.concatenate(events) if events else np.zeros(0, dtype=np.int64))
-        gathered = self.ctx.comm.all_gather_object(mine)
-        pos = np.concatenate([g[0] for g in gathered])
-        neg = np.concatenate([g[1] for g in gathered])
-        ev = np.concatenate([g[2] for g in gathered])
-        batch = batch_number(ev, getattr(self.events, phase)[0], self.config.sampler.batch_size)
-        out = link_metrics(pos, neg, phase, batch=batch)
-        if phase == "test":
-            new = self.events.new_node_event[ev]
-            # inductive: events with an endpoint never seen in training (new nodes)
-            out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive",
-                                    batch=batch[new]))
-        return out
+        return {"pos": torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
+                "neg": torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
+                "events": np.concatenate(events) if events else np.zeros(0, dtype=np.int64)}
 
     # ----------------------------------------------------------------------- state
     def state_dict(self) -> dict:
@@ -216,6 +228,3 @@ class TemporalMode:
 
     def describe(self) -> dict:
         return {"rank": self.ctx.rank, "owned_vertices": int(len(self.store.owned))}
-
-    def close(self) -> None:
-        pass

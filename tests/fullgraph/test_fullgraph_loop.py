@@ -10,8 +10,7 @@ import pytest
 import torch
 
 from gnnsys.config import from_dict
-from gnnsys.distributed.launcher import WorkerContext
-from gnnsys.distributed.local import ThreadGroup
+from gnnsys.distributed import launch
 from gnnsys.fullgraph import quantize_fast
 from gnnsys.sparse_features import as_csr
 from gnnsys.testing import tiny_graph
@@ -20,17 +19,17 @@ from gnnsys.training import TrainingLoop
 EPOCHS = 4
 
 
-def config(tmp_path, workers, rank, arch="gcn", quantization="none"):
+def config(tmp_path, workers, device, arch="gcn", quantization="none"):
     return from_dict({
         "mode": "fullgraph",
         "model": {"arch": arch, "hidden": 16, "layers": 2, "dropout": 0.0},
         "fullgraph": {"quantization": {"mode": quantization, "uniform_bits": 2,
                                        "assign_every": 2}},
         "partition": {"dir": str(tmp_path / f"parts{workers}")},
-        "cluster": {"workers": workers},
+        "cluster": {"workers": workers, "launcher": "threads"},
         "train": {"epochs": EPOCHS, "eval_every": EPOCHS, "lr": 0.05, "seed": 3,
-                  "progress": False},
-        "run": {"dir": str(tmp_path / f"run{workers}-{rank}")}})
+                  "progress": False, "device": device},
+        "run": {"dir": str(tmp_path / f"run{workers}")}})
 
 
 def train(tmp_path, workers, csr=None, device="cpu", **settings):
@@ -42,15 +41,14 @@ def train(tmp_path, workers, csr=None, device="cpu", **settings):
         x = graph.x * (np.random.default_rng(0).random(graph.x.shape) < 0.3)
         graph = dataclasses.replace(graph, x=as_csr(x) if csr else x.astype(np.float32))
 
-    def rank(comm):
-        ctx = WorkerContext(comm.rank, workers, torch.device(device), comm)
-        loop = TrainingLoop(ctx, config(tmp_path, workers, ctx.rank, **settings), (graph,))
+    def rank(ctx, config, graph):
+        loop = TrainingLoop(ctx, config, (graph,))
         loop.run()
         assert loop.mode.data.x.layout == (torch.sparse_csr if csr else torch.strided)
         assert loop.mode.data.x.device.type == device
         return ({k: v.detach().cpu().clone() for k, v in loop.model.state_dict().items()},
                 [h["loss"] for h in loop.history])
-    return ThreadGroup(workers).run(rank)
+    return launch(rank, config(tmp_path, workers, device, **settings), graph)
 
 
 @pytest.mark.parametrize("arch", ["gcn", "sage"])

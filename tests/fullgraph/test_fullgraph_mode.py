@@ -1,19 +1,14 @@
 """`mode: fullgraph` end to end: the Trainer with two Ray workers, and resume in one process."""
-import json
-
 import numpy as np
 import pytest
 
 import gnnsys
+from gnnsys import runlog
 from gnnsys.config import from_dict
 from gnnsys.training import fit
 from gnnsys.testing import shared_data_dir, tiny_graph
 
 TIME_KEYS = ("time_comm", "time_quant", "time_central", "time_marginal", "grad_sync_s")
-
-
-def read_metrics(run_dir):
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.skipif(shared_data_dir() is None, reason="needs ../shared/data (Cora)")
@@ -30,10 +25,9 @@ def test_trainer_two_workers_adaptive_quantisation_with_overlap(tmp_path):
     })
     result = gnnsys.Trainer(config).fit()
     assert 0.0 <= result["test_acc"] <= 1.0 and result["epochs"] == 4
-    records = read_metrics(tmp_path)
-    setup = next(r for r in records if r.get("event") == "start")["setup"][0]
+    setup = runlog.start(tmp_path)["setup"][0]
     assert set(setup["links"]) == {"0->1", "1->0"}
-    epochs = [r for r in records if "epoch" in r and not r.get("final")]
+    epochs = runlog.epochs(tmp_path)
     assert [r["epoch"] for r in epochs] == [0, 1, 2, 3]
     for r in epochs:
         assert all(r[k] >= 0 for k in TIME_KEYS) and r["bytes_sent"] > 0
@@ -52,10 +46,10 @@ def test_single_process_run_resumes_from_its_checkpoint(tmp_path):
             "train": {"epochs": 2, "progress": False}, "run": {"dir": str(tmp_path)}}
     first = fit(from_dict(base), graph)
     assert first["epochs"] == 2
-    assert all(r["bytes_sent"] == 0 for r in read_metrics(tmp_path) if "loss" in r)  # 1 worker
+    assert all(r["bytes_sent"] == 0 for r in runlog.epochs(tmp_path))  # 1 worker
     resumed = fit(from_dict(base, ["train.epochs=4", "run.resume=true"]), graph)
     assert resumed["epochs"] == 4
-    epochs = [r["epoch"] for r in read_metrics(tmp_path) if "epoch" in r and not r.get("final")]
+    epochs = [r["epoch"] for r in runlog.epochs(tmp_path)]
     assert epochs == [0, 1, 2, 3]
 
 

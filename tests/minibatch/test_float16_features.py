@@ -9,11 +9,10 @@ import pytest
 from gnnsys.config import ConfigError, from_dict
 from gnnsys.datasets import load_run_graph
 from gnnsys.partitions import ensure_partitions
-from gnnsys.runlog import read_metrics
+from gnnsys.runlog import epochs, start
 from gnnsys.sparse_features import as_csr
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
-from tests.minibatch.test_sparse_features import epochs, thread_workers
 
 
 def exact_graph():
@@ -30,7 +29,7 @@ def settings(tmp_path, workers, dtype, mode="minibatch"):
                   "dropout": 0.0},
         "sampler": {"fanouts": [5, 5], "batch_size": 32, "threads": 1, "prefetch": 1},
         "cache": {"replication": 0.1},
-        "cluster": {"workers": workers},
+        "cluster": {"workers": workers, "launcher": "threads"},
         "partition": {"dir": str(tmp_path / f"parts-{dtype}")},
         "train": {"epochs": 2, "seed": 3, "progress": False},
         "run": {"dir": str(tmp_path / f"run-{dtype}")}})
@@ -51,9 +50,8 @@ def test_one_worker_float16_run_equals_float32_run(tmp_path):
             for dtype in ("float16", "float32")}
     for key in ("final_loss", "val_acc", "test_acc"):
         assert runs["float16"][key] == runs["float32"][key], key
-    start = {dtype: [r for r in read_metrics(tmp_path / f"run-{dtype}")
-                     if r.get("event") == "start"][0]["setup"][0] for dtype in runs}
-    assert start["float16"]["feature_bytes"] * 2 == start["float32"]["feature_bytes"]
+    setup = {dtype: start(tmp_path / f"run-{dtype}")["setup"][0] for dtype in runs}
+    assert setup["float16"]["feature_bytes"] * 2 == setup["float32"]["feature_bytes"]
 
 
 def test_inference_reads_float16_rows_without_a_float32_copy():
@@ -81,7 +79,7 @@ def test_two_workers_store_and_send_half_the_bytes(tmp_path):
         config = settings(tmp_path, 2, dtype)
         parts = ensure_partitions(config, load_run_graph(config, graph), progress=False)
         assert parts.features(0).dtype == np.dtype(dtype)
-        results[dtype] = thread_workers(config, None)[0]
+        results[dtype] = fit(config)           # ranks as threads, on the parts built above
     for key in ("final_loss", "val_acc", "test_acc"):
         assert results["float16"][key] == results["float32"][key], key
     # the ranks are threads of this process: its peak memory is counted once, not twice

@@ -15,8 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from gnnsys.config import from_dict
-from gnnsys.distributed.launcher import WorkerContext
-from gnnsys.distributed.local import ThreadGroup
+from gnnsys.distributed import launch
 from gnnsys.minibatch.batch import MiniBatch
 from gnnsys.minibatch.mode import MinibatchMode
 from gnnsys.models import build_model
@@ -35,18 +34,15 @@ def settings(tmp_path, workers):
         "sampler": {"fanouts": [-1, -1], "batch_size": BATCH, "threads": 1, "prefetch": 1},
         "cache": {"replication": 0.1},
         "partition": {"dir": str(tmp_path / "parts")},
-        "cluster": {"workers": workers},
+        "cluster": {"workers": workers, "launcher": "threads"},
         "train": {"epochs": 1, "seed": SEED, "progress": False},
         "run": {"dir": str(tmp_path / "run")}})
 
 
 def first_step_of_workers(config, parts_path):
     """Each rank's first batch seeds, the all-reduced gradients and the initial weights."""
-    fetch_group = ThreadGroup(WORKERS)
-
-    def rank(comm):
-        ctx = WorkerContext(comm.rank, WORKERS, torch.device("cpu"), comm,
-                            fetch_comm=fetch_group.comm(comm.rank))
+    def rank(ctx, config, parts_path):
+        comm = ctx.comm
         mode = MinibatchMode(ctx, config, parts_path)
         seen = []
         epoch = mode.data.loader.epoch
@@ -67,7 +63,7 @@ def first_step_of_workers(config, parts_path):
         # the batches needed cached and fetched rows: the store's whole path was exercised
         assert stats["cache_hits"] > 0 and stats["remote_rows"] > 0, stats
         return seeds, {n: p.grad.clone() for n, p in model.named_parameters()}, initial
-    return ThreadGroup(WORKERS).run(rank)
+    return launch(rank, config, parts_path)
 
 
 def one_process_gradients(config, parts: PartitionSet, seeds, initial):

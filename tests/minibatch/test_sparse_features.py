@@ -8,14 +8,12 @@ import scipy.sparse as sp
 import torch
 
 from gnnsys.config import from_dict
-from gnnsys.distributed.launcher import WorkerContext
 from gnnsys.distributed.local import ThreadGroup
 from gnnsys.minibatch.store.fetch import RemoteFetcher
-from gnnsys.partitions import ensure_partitions
-from gnnsys.runlog import read_metrics
+from gnnsys.runlog import epochs, start
 from gnnsys.sparse_features import as_csr, feature_bytes, row_tensor, stacked, stacked_rows
 from gnnsys.testing import tiny_graph
-from gnnsys.training import TrainingLoop, fit
+from gnnsys.training import fit
 from partition.format import PartitionBook
 
 WORKERS = 2
@@ -34,22 +32,9 @@ def settings(tmp_path, workers, name):
         "sampler": {"fanouts": [5, 5], "batch_size": 32, "threads": 1, "prefetch": 1},
         "cache": {"replication": 0.1},
         "partition": {"dir": str(tmp_path / f"parts-{name}")},
-        "cluster": {"workers": workers},
+        "cluster": {"workers": workers, "launcher": "threads"},
         "train": {"epochs": 2, "seed": 3, "progress": False},
         "run": {"dir": str(tmp_path / f"run-{name}")}})
-
-
-def thread_workers(config, graph):
-    """A K-worker run as K threads (the fetch on a group of its own, as on Ray)."""
-    path = str(ensure_partitions(config, graph, progress=False).path)
-    fetch = ThreadGroup(config.cluster.workers)
-    return ThreadGroup(config.cluster.workers).run(lambda comm: TrainingLoop(
-        WorkerContext(comm.rank, comm.world_size, torch.device("cpu"), comm,
-                      fetch_comm=fetch.comm(comm.rank)), config, (path,)).run())
-
-
-def epochs(run_dir):
-    return [r for r in read_metrics(run_dir) if "loss" in r and "epoch" in r]
 
 
 def test_one_worker_sparse_run_equals_densified_run(tmp_path):
@@ -64,8 +49,8 @@ def test_one_worker_sparse_run_equals_densified_run(tmp_path):
 def test_two_thread_workers_sparse_run_equals_densified_run(tmp_path):
     graph = sparse_graph()
     dense = dataclasses.replace(graph, x=graph.x.toarray())
-    got = thread_workers(settings(tmp_path, WORKERS, "sparse"), graph)[0]
-    want = thread_workers(settings(tmp_path, WORKERS, "dense"), dense)[0]
+    got = fit(settings(tmp_path, WORKERS, "sparse"), graph)     # ranks as threads
+    want = fit(settings(tmp_path, WORKERS, "dense"), dense)
     for key in ("final_loss", "val_acc", "test_acc"):
         assert got[key] == pytest.approx(want[key], abs=1e-4), key
     sparse_epoch = epochs(tmp_path / "run-sparse")[0]
@@ -73,8 +58,7 @@ def test_two_thread_workers_sparse_run_equals_densified_run(tmp_path):
     for s, d in zip(sparse_epoch["workers"], dense_epoch["workers"]):
         assert s["remote_rows"] == d["remote_rows"] > 0
         assert 0 < s["remote_feature_bytes"] < d["remote_feature_bytes"]
-    setup = [r for r in read_metrics(tmp_path / "run-sparse") if r.get("event") == "start"][0]
-    assert all(rank["sparse"] for rank in setup["setup"])
+    assert all(rank["sparse"] for rank in start(tmp_path / "run-sparse")["setup"])
 
 
 def test_remote_rows_cross_as_lengths_and_nonzeros():

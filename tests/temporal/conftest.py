@@ -2,9 +2,11 @@
 as threads of one process (gnnsys.distributed.local: the real Communicator's accounting)."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from gnnsys.distributed.local import ThreadGroup
+from gnnsys.distributed import launch
 from gnnsys.testing import tiny_temporal_graph
 
 
@@ -44,9 +46,11 @@ def _tiny_config(tmp_path, **sections):
 
 
 # ----------------------------------------------------------------------------- in-process workers
-def run_threaded(fn, world_size: int, *args) -> list:
-    """fn(ctx, *args) on `world_size` thread workers; their results in rank order."""
-    return ThreadGroup(world_size).run_workers(fn, *args)
+def run_threaded(fn, world_size: int, config, *args) -> list:
+    """fn(ctx, config, *args) on `world_size` workers run as threads (the launcher's
+    cluster.launcher: threads); their results in rank order."""
+    cluster = dataclasses.replace(config.cluster, workers=world_size, launcher="threads")
+    return launch(fn, dataclasses.replace(config, cluster=cluster), *args)
 
 
 @pytest.fixture

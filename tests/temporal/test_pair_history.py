@@ -59,7 +59,7 @@ def test_batches_carry_each_scored_pairs_history_in_root_order():
     planner = BatchPlanner(events, 50, 0, 1, seed=0, num_neighbors=5, strategy="recent",
                            uses_neighbors=True, pair_history=True)
     lo, hi = planner.batches("val")[1]
-    batch = planner.prepare("val", 0, 1, lo, hi, num_negatives=3)
+    batch = planner.batch("val", 0, 1, lo, hi, num_negatives=3)
     b = len(batch.src)
     pairs = [(batch.src[i], batch.dst[i], batch.time[i]) for i in range(b)] + \
         [(batch.src[i], batch.negatives[i, j], batch.time[i]) for i in range(b) for j in range(3)]

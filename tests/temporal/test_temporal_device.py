@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnsys.distributed import Communicator, WorkerContext
+from gnnsys.distributed import WorkerContext
 from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.exchange import MemoryExchange
 from gnnsys.temporal.memory import MemoryStore, RowLayout
@@ -29,8 +29,8 @@ TEMPORAL = Path(__file__).resolve().parents[2] / "gnnsys" / "temporal"
 
 def meta_mode(config, graph) -> TemporalMode:
     events = prepare_events(graph)
-    ctx = WorkerContext(0, 1, META, Communicator(0, 1, META))
-    mode = TemporalMode(ctx, config, events, vertex_ownership(config, events))
+    mode = TemporalMode(WorkerContext.single(META), config, events,
+                        vertex_ownership(config, events))
     mode.build_model()
 
     def fetch(needed):        # meta rows: the store's ownership check needs real values
@@ -46,7 +46,7 @@ def test_a_step_runs_on_the_device_it_is_given(arch, graph_factory, tiny_config)
                      graph_factory(edge_dim=3, node_dim=4))
     assert all(p.device == META for p in mode.model.parameters())
     assert mode.store.memory.device == META and mode.store.node_feat.device == META
-    batch = mode.planner.prepare("train", 0, 0, *mode.planner.batches("train")[3], 1)
+    batch = mode.planner.batch("train", 0, 0, *mode.planner.batches("train")[3], 1)
     loss, memory, memory_ts, moved, (pos, neg) = mode._forward(batch, train=True)
     loss.backward()
     assert {t.device for t in (loss, memory, memory_ts, pos, neg, moved.root_index,

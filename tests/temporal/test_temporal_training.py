@@ -22,7 +22,7 @@ def test_each_model_trains_and_reports(arch, tiny_graph, tiny_config, tmp_path):
     assert 0.0 <= out["test_mrr"] <= 1.0
     assert "test_ap_inductive" in out
     records = read_metrics(tmp_path / arch)
-    assert [r["epoch"] for r in records if "loss" in r] == [0, 1]
+    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [0, 1]
     assert (tmp_path / arch / "checkpoint.pt").exists()
 
 
@@ -44,7 +44,7 @@ def test_resume_reproduces_the_straight_run(tiny_graph, tiny_config, tmp_path):
     for name, value in sa["model"].items():
         torch.testing.assert_close(sb["model"][name], value)
     torch.testing.assert_close(sb["memory"]["memory"], sa["memory"]["memory"])
-    assert [r["epoch"] for r in read_metrics(tmp_path / "b") if "loss" in r] == [0, 1]
+    assert [r["epoch"] for r in read_metrics(tmp_path / "b") if r["kind"] == "epoch"] == [0, 1]
 
 
 def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
@@ -67,23 +67,24 @@ def test_small_batches_train_on_one_torch_thread(batch_size, override, trains_on
     # below ONE_TORCH_THREAD_BELOW_EVENTS a second OpenMP thread costs more than it saves:
     # the loop's forward, backward and step run on one; evaluation and after keep two;
     # temporal.train_torch_threads overrides the rule
-    from gnnsys.distributed.comm import Communicator
-    from gnnsys.distributed.launcher import WorkerContext
+    from gnnsys.distributed import launch
+    from gnnsys.runlog import start
     from gnnsys.temporal.mode import TemporalMode
     from gnnsys.training import TrainingLoop
     cfg = tiny_config(sampler={"batch_size": batch_size, "threads": 2},
                       temporal={"train_torch_threads": override})
-    cpu = torch.device("cpu")
-    loop = TrainingLoop(WorkerContext(0, 1, cpu, Communicator(0, 1, cpu)), cfg,
-                        TemporalMode.prepare(cfg, tiny_graph))
-    seen, step = [], loop.optimizer.step
-    loop.optimizer.step = lambda: (seen.append(torch.get_num_threads()), step())
-    torch.set_num_threads(2)
-    loop.run()
+    seen = []
+
+    def counted(ctx, config, *prepared):      # the threads of every optimizer step
+        loop = TrainingLoop(ctx, config, prepared)
+        step = loop.optimizer.step
+        loop.optimizer.step = lambda: (seen.append(torch.get_num_threads()), step())
+        return loop.run()
+
+    launch(counted, cfg, *TemporalMode.prepare(cfg, tiny_graph))   # sets the pool to 2
     assert seen and set(seen) == {trains_on}
     assert torch.get_num_threads() == 2
-    start = next(r for r in read_metrics(cfg.run.dir) if r.get("event") == "start")
-    assert start["torch_threads"] == {"train": trains_on, "eval": 2}   # the run log says so
+    assert start(cfg.run.dir)["torch_threads"] == {"train": trains_on, "eval": 2}   # the run log says so
 
 
 def test_intra_op_threads_sets_and_restores(threads_restored):

@@ -1,0 +1,125 @@
+"""The mode plug-in contract: what `gnnsys.training.TrainingLoop` calls on every worker.
+
+A mode (minibatch, temporal, fullgraph) subclasses `Mode` and is named in `MODES`. The
+loop constructs it on every rank as `cls(ctx, config, *cls.prepare(config, graph))` and
+drives it; everything that is not the mode's own business (optimizer, gradient sync,
+gathering predictions, model selection, checkpoints, the run log) is the loop's.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Iterator
+
+import torch
+
+from .errors import ConfigError
+from .metrics import METRIC_KEY, evaluate
+
+# mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
+MODES = {"minibatch": "gnnsys.minibatch.mode:MinibatchMode",
+         "temporal": "gnnsys.temporal.mode:TemporalMode",
+         "fullgraph": "gnnsys.fullgraph.mode:FullGraphMode"}
+
+# How a per-rank epoch value combines into the logged one (`Mode.reductions`): "max" for
+# seconds (the slowest rank sets the pace), "sum" for counts and bytes, "mean" where a
+# total would mislead; a mapping combines entry by entry, text is rank 0's.
+REDUCTIONS = ("max", "sum", "mean")
+
+
+def mode_class(name: str) -> type[Mode]:
+    module, cls = MODES[name].split(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+class Mode:
+    """One training mode on one rank. Subclasses set the class attributes and implement
+    build_model, train_batches, predict and score; the rest have working defaults."""
+
+    task: str = "node_classification"      # what the dataset must hold (or link_prediction)
+    metric: str                            # acc | auc | ap: val_<metric> selects the best epoch
+    grad_op: str = "mean"                  # gradients all-reduce by mean or sum over ranks
+    collectives_in_backward: bool = False  # backward runs collectives of its own (full-graph's
+                                           # halo exchange): gradients sync after it, not during
+    batches_per_epoch: int                 # training steps per epoch (set by __init__)
+    # torch intra-op threads of the training steps; None = the pool as it is (a mode of
+    # small ops may ask for fewer: waking a thread can cost more than it saves)
+    training_torch_threads: int | None = None
+    eval_splits: tuple = ("val",)          # scored after each epoch that evaluates
+    final_splits: tuple = ("train", "val", "test")   # scored for the selected model
+    supports: dict = {}                    # config key -> the values this mode trains with
+    reductions: dict = {}                  # epoch_stats() key -> one of REDUCTIONS
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Raise ConfigError where `config` asks for what this mode does not train."""
+        for key, values in cls.supports.items():
+            section, name = key.split(".")
+            value = getattr(getattr(config, section), name)
+            if value not in values:
+                raise ConfigError(f"config key '{key}' is {value!r} but mode '{config.mode}' "
+                                  f"supports: {', '.join(map(str, values))}")
+
+    @staticmethod
+    def prepare(config, graph=None) -> tuple:
+        """Driver-side work done once before the workers start (partitions, the event
+        stream); returns the extra arguments of every rank's constructor."""
+        return ()
+
+    def __init__(self, ctx, config):
+        self.ctx, self.config = ctx, config
+
+    def build_model(self) -> torch.nn.Module:
+        """The module to train, on ctx.device, built freshly (the loop seeds); no collectives."""
+        raise NotImplementedError
+
+    def train_batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, int, float]]:
+        """Per step yield (loss, examples, normaliser); the loop runs backward, the gradient
+        all-reduce and the optimizer step, then resumes the generator."""
+        raise NotImplementedError
+
+    def epoch_stats(self) -> dict:
+        """This rank's counters of the epoch for the log; each key declared in `reductions`."""
+        return {}
+
+    def predict(self, splits: tuple) -> dict:
+        """{split: {name: tensor or array}}: this rank's share of each split's outputs, in
+        one pass where the mode can; the loop gathers them from every rank (rows in rank
+        order, concatenated) and hands each split's to `score`."""
+        raise NotImplementedError
+
+    def score(self, split: str, outputs: dict) -> dict:
+        """The metrics of one split from every rank's outputs, e.g. {'val_acc': 0.8}."""
+        raise NotImplementedError
+
+    def final_metrics(self) -> dict:
+        """Anything else the final record should hold (after the final splits are scored)."""
+        return {}
+
+    def state_dict(self) -> dict:
+        """Mode state beyond the model (temporal memory, AdaQP bit-widths); may gather."""
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def describe(self) -> dict:
+        """This rank's set-up, logged once in the start record."""
+        return {}
+
+    def close(self) -> None:
+        """Release what the mode holds (threads, buffers)."""
+
+
+class NodeClassificationMode(Mode):
+    """A mode that predicts a class per node: scored by the dataset's metric
+    (`dataset_metric`, accuracy or roc_auc) on each split's logits and labels."""
+
+    dataset_metric: str = "accuracy"
+
+    @property
+    def metric(self) -> str:
+        return METRIC_KEY[self.dataset_metric]
+
+    def score(self, split: str, outputs: dict) -> dict:
+        return {f"{split}_{self.metric}": evaluate(self.dataset_metric, outputs["logits"],
+                                                   outputs["labels"])}
