@@ -153,9 +153,13 @@ class TrainingLoop:
                     break
             return self._final()
         finally:
-            self.grad_sync.close()
-            self.mode.close()
-            self.run_dir.unlock()
+            self.close()
+
+    def close(self) -> None:
+        """Release the gradient hooks, the mode and the run directory (again: a no-op)."""
+        self.grad_sync.close()
+        self.mode.close()
+        self.run_dir.unlock()
 
     def _epoch(self, epoch: int) -> dict:
         config = self.config

@@ -13,16 +13,14 @@ sets). Prints a progress line per dataset to stderr, then a Markdown table.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import gnnsys
-from gnnsys.runlog import atomic_write_bytes
+import harness
+from gnnsys.config import from_dict
 
 # One row per static bundle: how it is evaluated and the model that trains on it.
 # fanouts -1 = all neighbours (the graphs are small); norm = model.norm between layers;
@@ -104,10 +102,10 @@ REFERENCES = {
 
 
 def run_config(name: str, spec: dict, index: int, epochs: int | None, run_dir: Path,
-               overrides=()) -> gnnsys.Config:
+               overrides=()):
     """The gnnsys config of run `index` (a split, or a seed under the `seeds` protocol)."""
     seeds = spec["protocol"] == "seeds"
-    return gnnsys.config.from_dict({
+    return from_dict({
         "mode": "minibatch",
         "dataset": {"name": name, "split": 0 if seeds else index,
                     "normalize_features": spec["features"]},
@@ -128,9 +126,9 @@ def bench(name: str, runs: int | None, epochs: int | None, run_dir: Path,
     count = runs or spec["runs"]
     scores, started, metric = [], time.perf_counter(), None
     for index in range(count):
-        result = gnnsys.Trainer(run_config(name, spec, index, epochs, run_dir, overrides)).fit()
-        metric = next(k for k in result if k.startswith("test_"))
-        scores.append(result[metric])
+        final, _ = harness.train(run_config(name, spec, index, epochs, run_dir, overrides))
+        metric = harness.test_metric(final)
+        scores.append(final[metric])
     reference = REFERENCES[name]
     return {"dataset": name, "metric": metric.removeprefix("test_"),
             "protocol": spec["protocol"], "runs": count, "scores": scores,
@@ -142,9 +140,8 @@ def bench(name: str, runs: int | None, epochs: int | None, run_dir: Path,
             "seconds": time.perf_counter() - started}
 
 
-def markdown(rows: list[dict]) -> str:
-    lines = ["| dataset | metric | gnnsys (mean ± std) | runs | published reference | gap |",
-             "|---|---|---|---|---|---|"]
+def table(rows: list[dict]) -> str:
+    cells = []
     for r in rows:
         if r["reference"] is None:
             ref, gap = "no reference", "-"
@@ -152,20 +149,18 @@ def markdown(rows: list[dict]) -> str:
             spread = f" ± {r['reference_std']:.4f}" if r["reference_std"] else ""
             ref = f"{r['reference']:.4f}{spread} ({r['source']})"
             gap = f"{r['mean'] - r['reference']:+.4f}"
-        lines.append(f"| {r['dataset']} | {r['metric']} | {r['mean']:.4f} ± {r['std']:.4f} | "
-                     f"{r['runs']} {r['protocol']} | {ref} | {gap} |")
-    return "\n".join(lines)
+        cells.append([r["dataset"], r["metric"], f"{r['mean']:.4f} ± {r['std']:.4f}",
+                      f"{r['runs']} {r['protocol']}", ref, gap])
+    return harness.markdown(["dataset", "metric", "gnnsys (mean ± std)", "runs",
+                             "published reference", "gap"], cells)
 
 
 def main(argv=None) -> list[dict]:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, set=True, json=True)
     ap.add_argument("--datasets", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
     ap.add_argument("--splits", type=int, help="runs per dataset (splits or seeds); "
                     "default: the table's (10 standard splits, else 3)")
     ap.add_argument("--epochs", type=int, help="epochs per run; default: the table's")
-    ap.add_argument("--set", action="append", default=[],
-                    help="extra config override for every run, e.g. train.lr=0.01")
-    ap.add_argument("--json", help="also write the rows (with every run's score) here")
     args = ap.parse_args(argv)
     if args.splits is not None and args.splits < 1:
         ap.error("--splits must be >= 1")
@@ -178,9 +173,8 @@ def main(argv=None) -> list[dict]:
             print(f"[{i}/{len(args.datasets)}] {name}: {row['metric']} {row['mean']:.4f} ± "
                   f"{row['std']:.4f} over {row['runs']} {row['protocol']} "
                   f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
-    print(markdown(rows))
-    if args.json:
-        atomic_write_bytes(args.json, json.dumps(rows, indent=1).encode())
+    print(table(rows))
+    harness.write_json(args.json, rows)
     return rows
 
 

@@ -20,78 +20,60 @@ seconds and peak resident memory, from the kernel's accounting of the finished c
 """
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import subprocess
 import tempfile
 from pathlib import Path
 
-from bench_distributed import summarise   # scripts/ is on sys.path
-from bench_omp_wait import add_train_arguments, train_command
+import harness
 
-POLICIES = {"keep": {"GNNSYS_MALLOC": "keep"},
+# GNNSYS_MALLOC and glibc's arena limit per policy (None: unset)
+POLICIES = {"keep": {"GNNSYS_MALLOC": "keep", "MALLOC_ARENA_MAX": None},
             "keep, 8 arenas": {"GNNSYS_MALLOC": "keep", "MALLOC_ARENA_MAX": "8"},
-            "system": {"GNNSYS_MALLOC": "system"}}
+            "system": {"GNNSYS_MALLOC": "system", "MALLOC_ARENA_MAX": None}}
 DEFAULT_CONFIGS = ["configs/quickstart.yaml", "configs/tgn-wikipedia.yaml",
                    "configs/adaqp-cora.yaml"]
 
 
-def run(config: str, policy: str, args, run_dir: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_ARENA_MAX"}
-    env.update(POLICIES[policy], OMP_WAIT_POLICY="PASSIVE")
-    with tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(train_command(config, args, run_dir), stdout=subprocess.DEVNULL,
-                                stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode:
-            err.seek(0)
-            raise SystemExit(f"a run failed ({config}, {policy}):\n{err.read()[-2000:]}")
-    summary = summarise(run_dir)
+def run(config: Path, policy: str, args, run_dir: Path) -> dict:
+    usage = harness.finish(harness.start_one_worker(config, args, run_dir, POLICIES[policy]))
+    summary = harness.summary(run_dir, ["epoch_s", "peak_rss_mb"])
     return {"epoch_s": summary["epoch_s"], "test": summary["test"],
-            "train_peak_mb": summary["peak_rss_mb"],
-            "faults": usage.ru_minflt, "sys_s": usage.ru_stime,
-            "peak_mb": usage.ru_maxrss / 1024}
+            "train_peak_mb": summary["peak_rss_mb"], "faults": usage.ru_minflt,
+            "sys_s": usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_train_arguments(parser, DEFAULT_CONFIGS)
+def main(argv=None) -> None:
+    parser = harness.parser(__doc__, configs=DEFAULT_CONFIGS, epochs=2, threads=2, rounds=1,
+                            set=True)
     parser.add_argument("--policies", nargs="+", choices=list(POLICIES), default=list(POLICIES),
                         help="which to run (default: all); the last is the baseline of the "
                              "'vs' column")
-    args = parser.parse_args()
-    if args.epochs < 2:
-        raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")
-    load_start = os.getloadavg()
+    args = parser.parse_args(argv)
+    load_start = harness.load_average()
     results = {(c, p): [] for c in args.configs for p in args.policies}
     with tempfile.TemporaryDirectory() as tmp:
         for round_ in range(args.rounds):
             for config in args.configs:
                 for policy in args.policies:
                     tag = policy.replace(", ", "-").replace(" ", "")
-                    row = run(config, policy, args,
-                              Path(tmp) / f"{round_}-{tag}-{Path(config).stem}")
+                    row = run(config, policy, args, Path(tmp) / f"{round_}-{tag}-{config.stem}")
                     results[config, policy].append(row)
-                    print(f"{config} {policy}: {row}", flush=True)
-    load_end = os.getloadavg()
+                    print(f"{config.stem} {policy}: {row}", flush=True)
     print(f"\n{args.threads} threads, 1 worker, {args.epochs} epochs (epoch s: mean of epochs "
-          f"2..), {args.rounds} round(s), means over rounds; load {load_start[0]:.2f} -> "
-          f"{load_end[0]:.2f}\n")
-    print(f"| config | malloc | epoch s | vs {args.policies[-1]} | minor page faults | "
-          "kernel CPU s | peak RSS MB: training / whole run | test |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          f"2..), {args.rounds} round(s), means over rounds; load {load_start} -> "
+          f"{harness.load_average()}\n")
+    rows = []
     for config in args.configs:
         mean = {p: {k: statistics.mean(r[k] for r in results[config, p])
                     for k in results[config, p][0]} for p in args.policies}
         base = mean[args.policies[-1]]
-        for policy in args.policies:
-            m = mean[policy]
-            print(f"| {Path(config).stem} | {policy} | {m['epoch_s']:.3f} | "
-                  f"{base['epoch_s'] / m['epoch_s']:.2f}x | {m['faults']:,.0f} | "
-                  f"{m['sys_s']:.1f} | {m['train_peak_mb']:,.0f} / {m['peak_mb']:,.0f} | "
-                  f"{m['test']:.4f} |")
+        rows += [[config.stem, policy, f"{m['epoch_s']:.3f}",
+                  f"{base['epoch_s'] / m['epoch_s']:.2f}x", f"{m['faults']:,.0f}",
+                  f"{m['sys_s']:.1f}", f"{m['train_peak_mb']:,.0f} / {m['peak_mb']:,.0f}",
+                  f"{m['test']:.4f}"] for policy, m in mean.items()]
+    print(harness.markdown(["config", "malloc", "epoch s", f"vs {args.policies[-1]}",
+                            "minor page faults", "kernel CPU s",
+                            "peak RSS MB: training / whole run", "test"], rows, align="llrrrrrr"))
 
 
 if __name__ == "__main__":

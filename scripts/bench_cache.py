@@ -16,13 +16,12 @@ the measured access counts (Spearman over all remote vertices).
 """
 from __future__ import annotations
 
-import argparse
 import time
 
+import harness  # first: gnnsys sets the OpenMP wait default before numba loads OpenMP
 import numpy as np
 import yaml
 from scipy.stats import pearsonr, spearmanr
-
 
 from gnnsys.runlog import progress
 from gnnsys.minibatch.store.access import cache_effect, epoch_access_counts
@@ -107,19 +106,20 @@ def print_table(result: dict, replications) -> None:
           f"edge cut {q['edge_cut_fraction']:.1%}, train balance {q['train_balance']})")
     print(f"rows read per epoch (all parts): {r['total_reads']:,}; "
           f"remote rows with no cache: {r['remote'][('none', replications[0])]:,}")
-    print("\n| alpha | none | degree | vip | none / vip | degree / vip | vip hit rate |")
-    print("|---|---|---|---|---|---|---|")
+    rows = []
     for a in replications:
         none, deg, vip = (r["remote"][(p, a)] for p in ("none", "degree", "vip"))
         hit = r["hits"][("vip", a)] / max(r["hits"][("vip", a)] + vip, 1)
-        print(f"| {a} | {none:,} | {deg:,} | {vip:,} | {none / max(vip, 1):.2f}x | "
-              f"{deg / max(vip, 1):.2f}x | {hit:.1%} |")
+        rows.append([a, f"{none:,}", f"{deg:,}", f"{vip:,}", f"{none / max(vip, 1):.2f}x",
+                     f"{deg / max(vip, 1):.2f}x", f"{hit:.1%}"])
+    print("\n" + harness.markdown(["alpha", "none", "degree", "vip", "none / vip",
+                                   "degree / vip", "vip hit rate"], rows))
     if ("sampled", replications[0]) in r["remote"]:
-        print("\n| alpha | vip | sampled (Monte-Carlo estimate) | vip / sampled |")
-        print("|---|---|---|---|")
-        for a in replications:
-            vip, mc = r["remote"][("vip", a)], r["remote"][("sampled", a)]
-            print(f"| {a} | {vip:,} | {mc:,} | {vip / max(mc, 1):.3f} |")
+        rows = [[a, f"{r['remote'][('vip', a)]:,}", f"{r['remote'][('sampled', a)]:,}",
+                 f"{r['remote'][('vip', a)] / max(r['remote'][('sampled', a)], 1):.3f}"]
+                for a in replications]
+        print("\n" + harness.markdown(["alpha", "vip", "sampled (Monte-Carlo estimate)",
+                                       "vip / sampled"], rows))
     print(f"\nVIP vs measured reads over remote vertices: Spearman {r['spearman']:.3f}, "
           f"Pearson (expected reads = VIP x batches) {r['pearson']:.3f}")
     print(f"time: partition {r['partition_s']:.1f}s, sampling {r['sample_s']:.1f}s, "
@@ -127,7 +127,7 @@ def print_table(result: dict, replications) -> None:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__, seed=0)
     parser.add_argument("--datasets", nargs="+", default=DEFAULT_DATASETS)
     parser.add_argument("--parts", type=int, default=4)
     parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
@@ -139,7 +139,6 @@ def main(argv=None) -> None:
     parser.add_argument("--variant", action="append", default=[], metavar="K=V[,K=V]",
                         help="also measure a synthetic dataset generated with these params "
                              "changed (repeatable; generated in memory, not cached)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--empirical", type=int, default=0, metavar="EPOCHS",
                         help="also cache by the reads of this many other simulated epochs")
     args = parser.parse_args(argv)

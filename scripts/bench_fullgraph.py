@@ -14,13 +14,13 @@ the same run:
     adaptive       adaptive 2/4/8     on        AdaQP
 
 Bytes are boundary messages per training epoch summed over workers (mean over epochs,
-including the first, 8-bit, adaptive cycle; "steady" is the last epoch). Times are per
-epoch, averaged over workers, then the median over the epochs after the first (a median,
-because a busy neighbour on a shared machine adds long outliers): `comm` is the main
-thread's time in communication calls (gather, post, wait, scatter), `wait` the part of
-it blocked on the peers. `--repeat N` runs the whole sweep N times, variants round-robin,
-and pools the epochs of all rounds, so slow drifts of the machine's load hit every
-variant alike. Test accuracy (ROC-AUC for Tolokers) is at the best validation epoch and
+including the first, 8-bit, adaptive cycle; "steady" is the last epoch). Times are the
+slowest rank's seconds per epoch (the run log's epoch records), then the median over the
+epochs after the first (a median, because a busy neighbour on a shared machine adds long
+outliers): `comm` is the main thread's time in communication calls (gather, post, wait,
+scatter), `wait` the part of it blocked on the peers. `--repeat N` runs the whole sweep N
+times, variants round-robin, and pools the epochs of all rounds, so slow drifts of the
+machine's load hit every variant alike. Test accuracy (ROC-AUC for Tolokers) is at the best validation epoch and
 at the last epoch. Each finished run is appended to --out (JSON lines), so a long sweep
 can be split into several calls and the table printed from all of them with --table-only.
 
@@ -37,7 +37,6 @@ the median per-pair difference with a bootstrap 95% interval.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import tempfile
 import time
@@ -45,11 +44,9 @@ from pathlib import Path
 
 import numpy as np
 
+import harness
 from gnnsys.config import load_config
-from gnnsys.runlog import read_metrics
-from gnnsys.trainer import Trainer
 
-ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = {
     "vanilla": ["fullgraph.quantization.mode=none", "fullgraph.overlap=false"],
     "overlap": ["fullgraph.quantization.mode=none", "fullgraph.overlap=true"],
@@ -66,37 +63,35 @@ TIMES = ("time_epoch", "time_comm", "time_wait", "time_quant", "time_central", "
          "grad_sync_s")
 
 
-def config_path(dataset: str) -> Path:
-    path = ROOT / "configs" / f"adaqp-{dataset}.yaml"
-    return path if path.exists() else ROOT / "configs" / "adaqp-cora.yaml"
+def load(dataset: str, workers: int, variant: str, args, run_dir: Path):
+    """The config of one run: the dataset's config, the variant's overrides, then --set."""
+    path = harness.ROOT / "configs" / f"adaqp-{dataset}.yaml"
+    path = args.config or (path if path.exists() else harness.ROOT / "configs/adaqp-cora.yaml")
+    return load_config(path, [
+        f"dataset.name={dataset}", f"cluster.workers={workers}", "train.progress=false",
+        f"run.dir={run_dir}", "run.checkpoint_every=0", f"train.seed={args.seed}",
+        *VARIANTS[variant], *([f"train.epochs={args.epochs}"] if args.epochs else []), *args.set])
 
 
 def run_variant(dataset, workers, variant, args, scratch: Path) -> dict:
-    overrides = [f"dataset.name={dataset}", f"cluster.workers={workers}", "train.progress=false",
-                 f"run.dir={scratch / f'{dataset}-w{workers}-{variant}'}", "run.checkpoint_every=0",
-                 f"train.seed={args.seed}"] + VARIANTS[variant]
-    if args.epochs:
-        overrides.append(f"train.epochs={args.epochs}")
-    overrides += args.set
-    config = load_config(args.config or config_path(dataset), overrides)
+    config = load(dataset, workers, variant, args, scratch / f"{dataset}-w{workers}-{variant}")
     start = time.perf_counter()
-    final = Trainer(config).fit()
+    final, records = harness.train(config)
     wall = time.perf_counter() - start
-    records = [r for r in read_metrics(config.run.dir)
-               if "epoch" in r and not r.get("final") and "loss" in r]
-    steady = records[1:] or records           # the first epoch pays one-off warm-up costs
-    metric = next(k for k in final if k.startswith("test_") and not k.endswith("_last"))
+    metric = harness.test_metric(final)
     row = {"dataset": dataset, "workers": workers, "variant": variant, "seed": args.seed,
            "epochs": final["epochs"], "metric": metric,
            "test": final[metric], "test_last": final[f"{metric}_last"],
            "bytes_per_epoch": float(np.mean([r["bytes_sent"] for r in records])),
            "bytes_steady": records[-1]["bytes_sent"],
            # Communicator bytes beyond the boundary messages: the gradient all-reduce
-           "bytes_reduce": float(np.mean([r["comm_bytes_sent"] - r["bytes_sent"] for r in records])),
+           "bytes_reduce": float(np.mean([r["comm_bytes_sent"] - r["bytes_sent"]
+                                          for r in records])),
            "assign_solve_s": sum(r.get("assign_solve_s", 0.0) for r in records), "wall_s": wall,
            "bits": next((r["bits"] for r in reversed(records) if "bits" in r), None),
            "partition": final["partition"]}
-    row["epoch_times"] = {key: [r[key] for r in steady] for key in TIMES}
+    # the first epoch pays one-off warm-up costs
+    row["epoch_times"] = {key: [r[key] for r in harness.after_first(records)] for key in TIMES}
     return summarise_times(row)
 
 
@@ -130,29 +125,20 @@ def load_rows(path: Path) -> list[dict]:
 PAIRED = {"fp32": "vanilla", "adaptive": "adaptive"}      # name -> variant it quantises like
 
 
-def paired_worker(ctx, config) -> list:
+def paired_epochs(loop) -> list:
     """Train with overlap toggled per epoch (off on on off ...); (overlap, s, wait s)."""
-    from gnnsys.training import TrainingLoop
-    loop = TrainingLoop(ctx, config)
     out = []
-    try:
-        for epoch in range(config.train.epochs):
-            loop.mode.exchanger.overlap = epoch % 4 in (1, 2)
-            rec = loop.train_epoch(epoch)
-            out.append((loop.mode.exchanger.overlap, rec["time_epoch"], rec["time_wait"]))
-    finally:
-        loop.mode.close()
+    for epoch in range(loop.config.train.epochs):
+        loop.mode.exchanger.overlap = epoch % 4 in (1, 2)
+        rec = loop.train_epoch(epoch)
+        out.append((loop.mode.exchanger.overlap, rec["time_epoch"], rec["time_wait"]))
     return out
 
 
 def run_paired(dataset, workers, name, args) -> dict:
-    from gnnsys.distributed import launch
-    overrides = [f"dataset.name={dataset}", f"cluster.workers={workers}",
-                 f"train.seed={args.seed}"] + VARIANTS[PAIRED[name]]
-    if args.epochs:
-        overrides.append(f"train.epochs={args.epochs}")
-    config = load_config(args.config or config_path(dataset), overrides + args.set)
-    epochs = launch(paired_worker, config)[0]          # times: the slowest rank's
+    with tempfile.TemporaryDirectory(prefix="bench_fullgraph_") as run_dir:
+        config = load(dataset, workers, PAIRED[name], args, Path(run_dir))
+        epochs = harness.on_loop(config, paired_epochs)[0]    # times: the slowest rank's
     pairs = [(a, b) if a[0] else (b, a) for a, b in zip(epochs[2::2], epochs[3::2])]
     on = np.array([p[0][1] for p in pairs])
     off = np.array([p[1][1] for p in pairs])
@@ -181,9 +167,10 @@ def print_paired(rows: list[dict]) -> None:
               f"{f'[{1e3 * lo:+.2f}, {1e3 * hi:+.2f}]':>16}"
               f"{100 * r['diff_s'] / r['off_s']:>+7.1f}%{100 * r['on_faster']:>9.0f}%"
               f"{1e3 * r['wait_off_s']:>9.2f}{1e3 * r['wait_on_s']:>8.2f}")
-    print("epochs alternate overlap off/on within one run; off/on: median epoch time; on-off: "
-          "median of per-pair differences (negative: overlap faster) with a bootstrap 95% "
-          "interval; on faster: share of pairs; wait: median blocked time per epoch")
+    print("epochs alternate overlap off/on within one run; off/on: median epoch time (the "
+          "slowest rank's); on-off: median of per-pair differences (negative: overlap "
+          "faster) with a bootstrap 95% interval; on faster: share of pairs; wait: median "
+          "blocked time per epoch (the slowest rank's)")
 
 
 # ----------------------------------------------------------------------------- table
@@ -214,23 +201,20 @@ def print_table(rows: list[dict]) -> None:
               f"{d_test:>+6.2f}{100 * r['test_last']:>7.2f}{d_last:>+6.2f}{speed:>6.3f} "
               f"{r.get('rounds', 1)}x{len(r.get('epoch_times', {}).get('time_epoch', []))}")
     print("MB/ep: boundary-message MiB per epoch (all workers, mean); steady: last epoch; "
-          "x less: vanilla bytes / these bytes; times in ms per epoch (mean over workers, "
-          "median over epochs); "
+          "x less: vanilla bytes / these bytes; times: the slowest rank's ms per epoch, "
+          "median over the epochs after the first; "
           "test: best-val epoch, last: final epoch (accuracy or ROC-AUC, %); "
           "Δ: points vs vanilla; t/van: epoch time / vanilla's; rounds: rounds x epochs timed")
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, epochs=True, seed=0, set=True)
     parser.add_argument("--datasets", nargs="+", default=["cora", "citeseer", "tolokers"])
     parser.add_argument("--workers", nargs="+", type=int, default=[2, 4])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--epochs", type=int, default=None, help="override train.epochs")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=1, help="rounds of the whole sweep")
-    parser.add_argument("--config", default=None, help="config for every dataset "
+    parser.add_argument("--config", type=harness.config_file, help="config for every dataset "
                         "(default: configs/adaqp-<dataset>.yaml, else adaqp-cora.yaml)")
-    parser.add_argument("--set", nargs="*", default=[], help="more overrides, key=value")
     parser.add_argument("--out", default="bench_fullgraph.jsonl", help="results, appended")
     parser.add_argument("--table-only", action="store_true", help="print --out, run nothing")
     parser.add_argument("--paired", action="store_true",
@@ -268,6 +252,7 @@ def main(argv=None) -> None:
                                   f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}",
                                   flush=True)
     print_table(load_rows(out))
+
 
 if __name__ == "__main__":
     main()

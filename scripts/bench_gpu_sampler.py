@@ -18,56 +18,30 @@ Prints a table (medians) with ratios and the issue's targets; --json saves it.
 
     python scripts/bench_gpu_sampler.py                         # synthetic-products
     python scripts/bench_gpu_sampler.py --nodes 200000 --degree 20 --batches 10
-    NUMBA_ENABLE_CUDASIM=1 python scripts/bench_gpu_sampler.py --simulate   # code path only
+    python scripts/bench_gpu_sampler.py --simulate      # numba's CUDA simulator: code path only
 
 Needs a CUDA GPU, torch built with CUDA and numba.cuda (pip install -e .[gpu]).
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import platform
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness
 
 COPY_BYTES = 1 << 30
 
 
-def require_gpu():
-    """Exit with a message (status 2) unless torch and numba both see a real GPU."""
-    import torch
-    from samplers.fused_gpu import cuda_gpu_available
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-        sys.exit("bench_gpu_sampler: NUMBA_ENABLE_CUDASIM=1 is set; the simulator is for "
-                 "tests, unset it to benchmark a real GPU")
-    if not (torch.cuda.is_available() and cuda_gpu_available()):
-        print("bench_gpu_sampler: no CUDA GPU here (torch.cuda.is_available()="
-              f"{torch.cuda.is_available()}, numba.cuda real GPU={cuda_gpu_available()}); "
-              "this benchmark needs one. The kernels are tested without a GPU by "
-              "tests/samplers/test_fused_gpu.py (CUDA simulator).", file=sys.stderr)
-        sys.exit(2)
-
-
 def simulate_sizes(args) -> None:
     """Sizes the simulator runs in seconds (it runs every GPU thread as a Python thread)."""
-    if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-        sys.exit("bench_gpu_sampler --simulate: set NUMBA_ENABLE_CUDASIM=1 before starting "
-                 "Python (numba reads it at import)")
     args.nodes, args.degree, args.features = min(args.nodes or 300, 300), 4.0, 8
     args.fanouts, args.batch_size = [3, 2], 16
     args.batches, args.warmup, args.lanes, args.groups_per_block = 1, 0, 4, 8
     args.threads, args.skip_cpu = 1, False
-
-
-def load_graph(args):
-    from bench_sampler import load_graph as load_cpu_graph   # scripts/ is on sys.path
-    return load_cpu_graph(args)
 
 
 def copy_bandwidth(torch, device: str = "cuda", repeats: int = 10) -> float:
@@ -111,7 +85,7 @@ def run(args) -> dict:
     simulate = getattr(args, "simulate", False)
     device = "cpu" if simulate else "cuda"
 
-    indptr, indices, features, train_ids = load_graph(args)
+    indptr, indices, features, train_ids = harness.load_graph(args)
     num_nodes, row_bytes = indptr.size - 1, features.shape[1] * features.itemsize
     options = {"lanes": args.lanes, "groups_per_block": args.groups_per_block}
     samplers = {
@@ -277,32 +251,27 @@ def table(result: dict) -> str:
 
 
 def main(argv=None):
-    from bench_sampler import add_graph_arguments   # scripts/ is on sys.path
-    from gnnsys.runlog import atomic_write_bytes
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_graph_arguments(parser)
+    parser = harness.parser(__doc__, threads=os.cpu_count(), json=True)
+    harness.add_graph_arguments(parser)
     parser.add_argument("--device-fraction", type=float, default=0.15,
                         help="share of feature rows on the GPU in the tiered run")
     parser.add_argument("--lanes", type=int, default=32, help="threads per target/row")
     parser.add_argument("--groups-per-block", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=os.cpu_count(),
-                        help="CPU threads of the CPU kernel")
-    parser.add_argument("--skip-cpu", action="store_true")
+    parser.add_argument("--skip-cpu", action="store_true",
+                        help="leave out the CPU kernel (--threads threads otherwise)")
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=3)
-    parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--simulate", action="store_true",
-                        help="numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1), tiny graph, "
-                             "torch on CPU: checks the code path, times mean nothing")
+                        help="numba's CUDA simulator, tiny graph, torch on CPU: checks the "
+                             "code path, times mean nothing")
     args = parser.parse_args(argv)
+    harness.require_gpu(args.simulate)
     if args.simulate:
         simulate_sizes(args)
-    else:
-        require_gpu()
     result = run(args)
-    print(table(result))
-    if args.json:
-        atomic_write_bytes(args.json, json.dumps(result, indent=1).encode())
+    result.update(table=table(result), targets=targets(result))
+    print(result["table"])
+    harness.write_json(args.json, result)
     return result
 
 

@@ -24,18 +24,16 @@ second against 1 node. Needs root and iproute2 (as the emulated cluster does).
 """
 from __future__ import annotations
 
-import argparse
-import json
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import harness
+from gnnsys import runlog
 from gnnsys.netcluster import NetCluster, NetClusterError, unavailable_reason
-from gnnsys.runlog import atomic_write_bytes
 
-REPO = Path(__file__).resolve().parent.parent
 # One core per node: a worker's threads, and the 1-node run's too (its process is not
 # confined to its namespace's CPU, so left alone it would use the whole machine).
 COMMON = ["train.progress=false", "run.checkpoint_every=0", "cluster.cpus_per_worker=1",
@@ -98,37 +96,29 @@ def suites(args) -> dict:
     return out
 
 
-def run_overrides(variant: list[str], extra: list[str], workers: int) -> list[str]:
+def run_overrides(variant: list[str], extra: list[str], workers: int, more=()) -> list[str]:
     """One run's --set list. The dataset's settings come after the variant's: they tune
-    its defaults (e.g. assign_every on a 4-epoch run)."""
-    return COMMON + variant + extra + [f"cluster.workers={workers}"]
+    its defaults (e.g. assign_every on a 4-epoch run); `more` (--set) last."""
+    return COMMON + variant + extra + [f"cluster.workers={workers}", *more]
 
 
 def train(cluster: NetCluster, config: str, overrides: list[str], run_dir: Path,
-          timeout: float) -> list[dict]:
-    """One gnnsys run submitted from the head's namespace; its metrics.jsonl records."""
-    argv = [sys.executable, "-m", "gnnsys.cli", "train", "--config", str(REPO / config),
-            "--set", f"cluster.address={cluster.address}", "--set", f"run.dir={run_dir}"]
-    for item in overrides:
-        argv += ["--set", item]
-    done = cluster.run(0, argv, timeout=timeout, cwd=REPO)
+          timeout: float) -> dict:
+    """One gnnsys run submitted from the head's namespace; its summary."""
+    argv = harness.train_command(harness.ROOT / config, [
+        f"cluster.address={cluster.address}", f"run.dir={run_dir}", *overrides])
+    done = cluster.run(0, argv, timeout=timeout, cwd=harness.ROOT)
     if done.returncode != 0:
         raise RuntimeError(f"run {' '.join(overrides)} failed: "
                            f"{(done.stderr or done.stdout).strip()[-800:]}")
-    return [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-            if line.strip()]
+    return summarise(runlog.epochs(run_dir), runlog.final(run_dir))
 
 
-def summarise(records: list[dict]) -> dict:
-    epochs = [r for r in records if "epoch_s" in r and not r.get("final")]
-    final = next(r for r in reversed(records) if r.get("final"))
-    timed = epochs[1:] or epochs           # the first epoch pays warm-up (and one profile)
-    epoch_s = statistics.median(r["epoch_s"] for r in timed)
-
-    def share(r):                          # the slowest rank's waits: exchange + gradients
-        return _exposed_wait(r) / r["epoch_s"]
-    metric = next((k for k in ("test_acc", "test_ap", "test_auc") if k in final), None)
-    return {"epoch_s": epoch_s, "comm_share": statistics.median(share(r) for r in timed),
+def summarise(epochs: list[dict], final: dict) -> dict:
+    timed = harness.after_first(epochs)    # the first epoch pays warm-up (and one profile)
+    metric = harness.test_metric(final)
+    return {"epoch_s": statistics.median(r["epoch_s"] for r in timed),
+            "comm_share": statistics.median(_exposed_wait(r) / r["epoch_s"] for r in timed),
             "bytes": statistics.median(r.get("comm_bytes_sent", 0) for r in timed),
             "metric": f"{metric} {final[metric]:.4f}" if metric else "-",
             "epochs": len(epochs),
@@ -138,31 +128,25 @@ def summarise(records: list[dict]) -> dict:
 def _exposed_wait(record: dict) -> float:
     """Seconds of the epoch spent waiting on the network, slowest rank. Minibatch fetches
     remote rows in the loader's thread, beside the step, so its waits are what the step
-    saw: waiting for a batch plus the all-reduce not hidden by backward. Elsewhere the
-    Communicator's own waits (exchange and gradients) are on the step's path."""
-    ranks = [w for w in record.get("workers", []) if isinstance(w, dict)] or [record]
-    if "batch_wait_s" not in ranks[0]:
-        return _max_rank(record, "comm_wait_s")
-    return max(w["batch_wait_s"] + w.get("grad_sync_s", 0.0) for w in ranks)
+    saw: waiting for a batch plus the all-reduce not hidden by backward (summed per rank,
+    from the record's `workers`, each rank's own values). Elsewhere the Communicator's own
+    waits (exchange and gradients) are on the step's path: the logged `comm_wait_s`."""
+    if "batch_wait_s" not in record:
+        return record["comm_wait_s"]
+    return max(w["batch_wait_s"] + w.get("grad_sync_s", 0.0)
+               for w in record.get("workers", [record]))
 
 
 def _exchange_s(record: dict) -> float:
-    """The saving's own exchange time (full-graph boundary rows, temporal memory rows,
-    minibatch remote feature rows: fetched in the loader's thread, beside the step)."""
-    for key in ("time_comm", "exchange_s", "fetch_s"):   # full-graph, temporal, minibatch
-        if key in record:
-            return _max_rank(record, key)
-    return float("nan")
-
-
-def _max_rank(record: dict, key: str) -> float:
-    """The slowest rank's value when the per-rank detail is logged, else the logged one."""
-    ranks = [w[key] for w in record.get("workers", []) if isinstance(w, dict) and key in w]
-    return max(ranks) if ranks else record[key]
+    """The saving's own exchange time, the slowest rank's (full-graph boundary rows,
+    temporal memory rows, minibatch remote feature rows: fetched in the loader's thread,
+    beside the step)."""
+    return next((record[key] for key in ("time_comm", "exchange_s", "fetch_s") if key in record),
+                float("nan"))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__, set=True, json=True)
     parser.add_argument("--bandwidths", default="none,400mbit,150mbit",
                         help="comma-separated tc rates per link; 'none' = unshaped")
     parser.add_argument("--suites", default="fullgraph,temporal",
@@ -180,7 +164,6 @@ def main(argv=None) -> int:
                              "print epochs/s against the first")
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats")
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
-    parser.add_argument("--json", help="also write the raw rows here")
     args = parser.parse_args(argv)
     reason = unavailable_reason()
     if reason:
@@ -204,11 +187,11 @@ def main(argv=None) -> int:
                     for rnd in range(args.rounds):
                         for label, workers, overrides in runs:
                             t0 = time.monotonic()
-                            run_dir = scratch / f"{bandwidth}-{suite.replace('/', '-')}-{label.replace(' ', '')}-{rnd}"
-                            records = train(cluster, config,
-                                            run_overrides(overrides, extra, workers),
-                                            run_dir, args.timeout)
-                            results.setdefault(label, []).append(summarise(records))
+                            tag = f"{suite.replace('/', '-')}-{label.replace(' ', '')}"
+                            results.setdefault(label, []).append(train(
+                                cluster, config, run_overrides(overrides, extra, workers,
+                                                               args.set),
+                                scratch / f"{bandwidth}-{tag}-{rnd}", args.timeout))
                             print(f"# {bandwidth} {suite} {label} round {rnd}: "
                                   f"{results[label][-1]} ({time.monotonic() - t0:.0f}s)",
                                   file=sys.stderr, flush=True)
@@ -217,8 +200,7 @@ def main(argv=None) -> int:
             print(f"bench_network: {err}", file=sys.stderr)
             return 1
     print(_table(rows, scaling=bool(args.scaling)))
-    if args.json:
-        atomic_write_bytes(args.json, json.dumps(rows, indent=1).encode())
+    harness.write_json(args.json, rows)
     return 0
 
 
@@ -235,14 +217,12 @@ def _rows(bandwidth, suite, results, base) -> list[dict]:
 
 
 def _table(rows: list[dict], scaling: bool = False) -> str:
-    ratio = "epochs/s vs 1 node" if scaling else "speed-up vs baseline"
-    lines = ["| setting | suite | variant | epoch s | comm share | exchange s | MiB sent/epoch "
-             f"| metric | {ratio} |", "|---|---|---|---:|---:|---:|---:|---|---:|"]
-    for r in rows:
-        lines.append(f"| {r['setting']} | {r['suite']} | {r['variant']} | {r['epoch_s']:.3f} "
-                     f"| {r['comm_share']:.0%} | {r['exchange_s']:.3f} "
-                     f"| {r['bytes'] / 2 ** 20:.3f} | {r['metric']} | {r['speedup']:.2f}x |")
-    return "\n".join(lines)
+    return harness.markdown(
+        ["setting", "suite", "variant", "epoch s", "comm share", "exchange s", "MiB sent/epoch",
+         "metric", "epochs/s vs 1 node" if scaling else "speed-up vs baseline"],
+        [[r["setting"], r["suite"], r["variant"], f"{r['epoch_s']:.3f}", f"{r['comm_share']:.0%}",
+          f"{r['exchange_s']:.3f}", f"{r['bytes'] / 2 ** 20:.3f}", r["metric"],
+          f"{r['speedup']:.2f}x"] for r in rows], align="lllrrrrlr")
 
 
 if __name__ == "__main__":

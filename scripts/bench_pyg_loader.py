@@ -12,12 +12,10 @@ gnnsys's trainer does. Times are the median over epochs after the first (numba c
 """
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
 import tempfile
 import time
 
+import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import torch
 import torch.nn.functional as F
 import torch_geometric.typing
@@ -27,8 +25,6 @@ from gnnsys.config import from_dict
 from gnnsys.datasets import load_dataset
 from gnnsys.interop.pyg import to_pyg
 from gnnsys.pyg import NeighborLoader
-from gnnsys.runlog import atomic_write_bytes, read_metrics
-from gnnsys.training import fit
 
 
 def pyg_epochs(loader_cls, data, args) -> dict:
@@ -71,7 +67,7 @@ def pyg_epochs(loader_cls, data, args) -> dict:
 
 def trainer_epochs(args) -> dict:
     with tempfile.TemporaryDirectory() as run_dir:
-        result = fit(from_dict({
+        final, epochs = harness.train(from_dict({
             "dataset": {"name": args.dataset, **({"params": {"num_nodes": args.nodes}}
                                                   if args.nodes else {})},
             "model": {"arch": "sage", "hidden": args.hidden, "layers": len(args.fanouts),
@@ -79,27 +75,20 @@ def trainer_epochs(args) -> dict:
             "sampler": {"fanouts": args.fanouts, "batch_size": args.batch_size},
             "train": {"epochs": args.epochs, "lr": 0.003, "progress": False},
             "run": {"dir": run_dir}}))
-        records = [r for r in read_metrics(run_dir) if "epoch" in r and not r.get("final")]
-    return {"epoch_s": [r["epoch_s"] for r in records],
-            "batch_wait_s": [r.get("batch_wait_s", float("nan")) for r in records],
-            "test_acc": result["test_acc"]}
-
-
-def median_after_first(values):
-    return statistics.median(values[1:] if len(values) > 1 else values)
+    return {"epoch_s": [e["epoch_s"] for e in epochs],
+            "batch_wait_s": [e.get("batch_wait_s", float("nan")) for e in epochs],
+            "test_acc": final["test_acc"]}
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, epochs=3, json=True)
     ap.add_argument("--dataset", default="synthetic-products")
     ap.add_argument("--nodes", type=int, help="synthetic graphs: override num_nodes")
     ap.add_argument("--fanouts", type=int, nargs="+", default=[15, 10])
     ap.add_argument("--batch-size", type=int, default=1024)
     ap.add_argument("--hidden", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2,
                     help="num_workers of the loaders (gnnsys: batches prepared ahead / 2)")
-    ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
 
     data = to_pyg(load_dataset(args.dataset, params={"num_nodes": args.nodes}
@@ -115,17 +104,13 @@ def main(argv=None):
 
     print(f"\n{args.dataset}: {data.num_nodes} nodes, {data.num_edges} edges, fanouts "
           f"{args.fanouts}, batch {args.batch_size}, {args.epochs} epochs\n")
-    print("| loader | epoch s (median) | waiting for batches s | test acc |")
-    print("|---|---|---|---|")
-    for name, row in rows.items():
-        if "skipped" in row:
-            print(f"| {name} | skipped: {row['skipped']} | | |")
-        else:
-            print(f"| {name} | {median_after_first(row['epoch_s']):.3f} | "
-                  f"{median_after_first(row['batch_wait_s']):.3f} | {row['test_acc']:.4f} |")
-    if args.json:
-        atomic_write_bytes(args.json,
-                           json.dumps({"args": vars(args), "rows": rows}, indent=1).encode())
+    print(harness.markdown(
+        ["loader", "epoch s (median)", "waiting for batches s", "test acc"],
+        [[name, f"skipped: {row['skipped']}", "", ""] if "skipped" in row else
+         [name, f"{harness.median_after_first(row['epoch_s']):.3f}",
+          f"{harness.median_after_first(row['batch_wait_s']):.3f}", f"{row['test_acc']:.4f}"]
+         for name, row in rows.items()]))
+    harness.write_json(args.json, {"args": vars(args), "rows": rows})
 
 
 if __name__ == "__main__":

@@ -33,64 +33,16 @@ spinning default; the table records the setting.
 """
 from __future__ import annotations
 
+import harness  # first: gnnsys sets the OpenMP wait default (see above)
 import os
-
-# Before numpy/torch/numba load an OpenMP runtime, which reads it once (see above).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import argparse
-import json
 import platform
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from samplers import FusedSampler  # noqa: E402
-from samplers.huge_pages import huge_page_copy, thp_mode  # noqa: E402
-from gnnsys.runlog import atomic_write_bytes  # noqa: E402
-
-
-def power_law_graph(num_nodes: int, mean_degree: float, num_features: int, seed: int = 0):
-    """Quick stand-in graph: Pareto in-degrees (alpha 2) and neighbours drawn with a
-    power-law popularity over randomly permuted ids, so hubs exist and ids carry no
-    locality. Returns (indptr int64, indices int32, features float32, train ids)."""
-    rng = np.random.default_rng(seed)
-    alpha = 2.0
-    raw = (1.0 - rng.random(num_nodes)) ** (-1.0 / alpha)        # Pareto(alpha), min 1
-    degree = np.minimum(np.floor(raw * mean_degree * (alpha - 1) / alpha),
-                        num_nodes // 10).astype(np.int64)
-    indptr = np.zeros(num_nodes + 1, dtype=np.int64)
-    np.cumsum(degree, out=indptr[1:])
-    permutation = rng.permutation(num_nodes).astype(np.int32)
-    indices = np.empty(int(indptr[-1]), dtype=np.int32)
-    chunk = 1 << 24
-    for begin in range(0, indices.size, chunk):
-        u = rng.random(min(chunk, indices.size - begin))
-        # u**3 puts more mass on low ranks: popularity density ~ rank**(-2/3).
-        indices[begin:begin + u.size] = permutation[(u ** 3 * num_nodes).astype(np.int64)]
-    features = rng.standard_normal((num_nodes, num_features), dtype=np.float32)
-    return indptr, indices, features, np.arange(num_nodes, dtype=np.int64)
-
-
-def load_graph(args):
-    if args.nodes:
-        print(f"graph: power-law random, {args.nodes:,} nodes, mean degree {args.degree}, "
-              f"{args.features} features", flush=True)
-        return power_law_graph(args.nodes, args.degree, args.features)
-    from gnnsys.datasets import load_dataset
-    graph = load_dataset(args.dataset)
-    print(f"graph: {graph}", flush=True)
-    # Features and CSR in RAM (not memory-mapped) so first-touch page faults of a cold
-    # mapping do not pollute the per-batch times of any method.
-    seeds = graph.train_idx if graph.train_idx is not None else np.arange(graph.num_nodes)
-    from gnnsys.sparse_features import densified     # the kernel measured gathers dense rows
-    return (np.array(graph.indptr), np.array(graph.indices),
-            np.array(densified(graph.x, "bench_sampler times the dense gather")),
-            np.asarray(seeds, dtype=np.int64))
+from samplers import FusedSampler
+from samplers.huge_pages import huge_page_copy, thp_mode
 
 
 def timed(fn):
@@ -102,7 +54,7 @@ def timed(fn):
 
 def run(args) -> dict:
     torch.set_num_threads(args.threads)
-    indptr, indices, features, train_ids = load_graph(args)
+    indptr, indices, features, train_ids = harness.load_graph(args)
     num_nodes, row_bytes = indptr.size - 1, features.shape[1] * features.itemsize
     make = lambda **kw: FusedSampler(indptr, indices, args.fanouts, num_threads=args.threads,
                                      **kw)
@@ -120,7 +72,7 @@ def run(args) -> dict:
     take_out = index_out = half_out = None
     wall, cpu = {}, {}
     edges, gathered_rows, overlapped_rows = [], [], []
-    load_before = os.getloadavg()
+    load_before = harness.load_average()
 
     def record(key, seconds, cpu_seconds=None):
         wall.setdefault(key, []).append(seconds)
@@ -188,7 +140,7 @@ def run(args) -> dict:
                    "threads": args.threads, "batches": args.batches, "warmup": args.warmup},
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(default)"),
-                    "loadavg_before": load_before, "loadavg_after": os.getloadavg()},
+                    "loadavg_before": load_before, "loadavg_after": harness.load_average()},
         "median_s": {key: float(np.median(values)) for key, values in wall.items()},
         "min_s": {key: float(np.min(values)) for key, values in wall.items()},
         "median_cpu_s": {key: float(np.median(values)) for key, values in cpu.items()},
@@ -241,8 +193,8 @@ def table(result: dict) -> str:
         f"threads; {c['batches']} batches after {c['warmup']} warm-up; per batch "
         f"{edges:,.0f} sampled edges, {result['median_rows']:,.0f} rows "
         f"({gathered / 1e6:.0f} MB) gathered",
-        f"machine: {machine['cpus']} CPUs, load average {machine['loadavg_before'][0]:.2f} "
-        f"-> {machine['loadavg_after'][0]:.2f}, OMP_WAIT_POLICY {machine['omp_wait_policy']}",
+        f"machine: {machine['cpus']} CPUs, load average {machine['loadavg_before']} -> "
+        f"{machine['loadavg_after']}, OMP_WAIT_POLICY {machine['omp_wait_policy']}",
         "",
         "| method | median ms/batch | min ms | CPU ms/batch | sampled edges/s | gather ms "
         "| gather GB/s | gather vs ceiling |",
@@ -278,31 +230,17 @@ def table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def add_graph_arguments(parser: argparse.ArgumentParser) -> None:
-    """The graph and batch arguments (shared with bench_gpu_sampler.py; load_graph reads them)."""
-    parser.add_argument("--dataset", default="synthetic-products")
-    parser.add_argument("--nodes", type=int, default=0,
-                        help="use a power-law random graph with this many nodes instead")
-    parser.add_argument("--degree", type=float, default=50.0, help="its mean degree")
-    parser.add_argument("--features", type=int, default=100, help="its feature width")
-    parser.add_argument("--fanouts", type=int, nargs="+", default=[15, 10, 5])
-    parser.add_argument("--batch-size", type=int, default=1024)
-
-
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_graph_arguments(parser)
-    parser.add_argument("--threads", type=int, default=2)
+    parser = harness.parser(__doc__, threads=2, json=True)
+    harness.add_graph_arguments(parser)
     parser.add_argument("--batches", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=6,
                         help="untimed batches first; more than num_buffers (4), so every "
                              "ring buffer of the fused sampler has reached its size")
-    parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     result = run(args)
     print(table(result))
-    if args.json:
-        atomic_write_bytes(args.json, json.dumps(result, indent=1).encode())
+    harness.write_json(args.json, result)
     return result
 
 

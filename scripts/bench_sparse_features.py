@@ -1,9 +1,9 @@
 """Sparse (CSR) features kept sparse against the same features densified, in one run.
 
 Trains minibatch GraphSAGE on a bag-of-words graph (default blogcatalog, whose bundle
-stores CSR features) with 1 worker and with 2 workers (threads of this process, each
-with its own fetch group, as gnnsys.distributed.local runs them), once with the features
-kept CSR and once densified, same seed. Prints per run the feature memory (1 worker: the
+stores CSR features) with 1 worker and with 2 workers (threads of this process, as
+`cluster.launcher: threads` runs them), once with the features kept CSR and once
+densified, same seed. Prints per run the feature memory (1 worker: the
 graph's matrix; K workers: the feature stores' tables summed over workers), the remote
 feature bytes per epoch (rows received from peers, summed over workers, mean over epochs)
 and the test accuracy. Then the same for full-graph GCN with 2 workers (Ray actors,
@@ -18,22 +18,15 @@ epochs 2..) is printed, where the first layer's work changes with the representa
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import statistics
 import tempfile
 from pathlib import Path
 
-import torch
-
+import harness
 from gnnsys.config import from_dict
 from gnnsys.datasets import load_run_graph
-from gnnsys.distributed.launcher import WorkerContext
-from gnnsys.distributed.local import ThreadGroup
-from gnnsys.partitions import ensure_partitions
-from gnnsys.runlog import read_metrics
-from gnnsys.sparse_features import densified, feature_bytes
-from gnnsys.training import TrainingLoop, fit
+from gnnsys.sparse_features import densified
 
 
 def settings(args, workers: int, out: Path) -> dict:
@@ -43,17 +36,9 @@ def settings(args, workers: int, out: Path) -> dict:
             "sampler": {"fanouts": [10, 5], "batch_size": 256, "threads": 1, "prefetch": 1},
             "cache": {"policy": "vip", "replication": 0.1},
             "partition": {"dir": str(out / "parts")},
-            "cluster": {"workers": workers},
+            "cluster": {"workers": workers, "launcher": "threads"},
             "train": {"epochs": args.epochs, "seed": args.seed, "progress": False},
             "run": {"dir": str(out / "run")}}
-
-
-def thread_workers(config, graph) -> dict:
-    path = str(ensure_partitions(config, graph, force=True, progress=False).path)
-    fetch = ThreadGroup(config.cluster.workers)
-    return ThreadGroup(config.cluster.workers).run(lambda comm: TrainingLoop(
-        WorkerContext(comm.rank, comm.world_size, torch.device("cpu"), comm,
-                      fetch_comm=fetch.comm(comm.rank)), config, (path,)).run())[0]
 
 
 def fullgraph_settings(args, out: Path) -> dict:
@@ -69,50 +54,28 @@ def fullgraph_settings(args, out: Path) -> dict:
             "run": {"dir": str(out / "run")}}
 
 
-def setup_and_epochs(run_dir) -> tuple[list, list]:
-    """A run's per-rank set-up records (its start event) and its epoch records."""
-    records = read_metrics(run_dir)
-    setup = next(r for r in records if r.get("event") == "start")["setup"]
-    return setup, [r for r in records if "loss" in r and "epoch" in r]
+def run(args, sections: dict, graph, remote_key: str) -> dict:
+    """Feature memory, `remote_key` bytes per epoch (summed over workers, mean over epochs),
+    the epoch time (median over epochs 2..), test accuracy and final loss of one run."""
+    config = from_dict(sections, args.set)
+    final, epochs = harness.train(config, graph)
+    return {"memory": harness.feature_memory(config.run.dir),
+            "remote": statistics.mean(e.get(remote_key, 0) for e in epochs),
+            "epoch_s": harness.median_after_first(e["epoch_s"] for e in epochs),
+            "test_acc": final["test_acc"], "loss": final["final_loss"]}
 
 
-def run_fullgraph(args, graph, out: Path) -> dict:
-    config = from_dict(fullgraph_settings(args, out))
-    result = fit(config, graph=graph)
-    setup, epochs = setup_and_epochs(config.run.dir)
-    return {"memory": sum(rank["feature_bytes"] for rank in setup),
-            "remote": statistics.mean(e["bytes_sent"] for e in epochs),
-            "epoch_s": statistics.median(e["epoch_s"] for e in epochs[1:]),
-            "test_acc": result["test_acc"], "loss": result["final_loss"]}
-
-
-def run(args, graph, workers: int, out: Path) -> dict:
-    config = from_dict(settings(args, workers, out))
-    result = fit(config, graph=graph) if workers == 1 else thread_workers(config, graph)
-    setup, epochs = setup_and_epochs(config.run.dir)
-    if workers == 1:
-        memory, remote = feature_bytes(graph.x), 0
-    else:
-        memory = sum(rank["table_bytes"] for rank in setup)
-        remote = statistics.mean(sum(w["remote_feature_bytes"] for w in e["workers"])
-                                 for e in epochs)
-    return {"memory": memory, "remote": remote, "test_acc": result["test_acc"],
-            "loss": result["final_loss"]}
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None):
+    parser = harness.parser(__doc__, epochs=1, seed=0, set=True)
     parser.add_argument("--dataset", default="blogcatalog")
-    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--fullgraph-epochs", type=int, default=50,
                         help="epochs (= full-graph steps) of the full-graph runs")
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args()
-    probe = from_dict(settings(args, 1, Path(tempfile.gettempdir())))
+    args = parser.parse_args(argv)
+    probe = from_dict(settings(args, 1, Path(tempfile.gettempdir())), args.set)
     sparse = load_run_graph(probe)            # loaded and row-normalised, kept CSR
     dense = dataclasses.replace(sparse, x=densified(sparse.x))
     x = sparse.x
-    print(f"{args.dataset}: {x.shape[0]} nodes x {x.shape[1]} features, {x.nnz} nonzeros "
+    print(f"{probe.dataset.name}: {x.shape[0]} nodes x {x.shape[1]} features, {x.nnz} nonzeros "
           f"({100 * x.nnz / (x.shape[0] * x.shape[1]):.2f}%), {args.epochs} epoch(s), "
           f"seed {args.seed}")
     print(f"{'workers':>7} {'features':>9} {'memory bytes':>14} {'remote bytes/epoch':>19} "
@@ -120,7 +83,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for workers in (1, 2):
             for name, graph in (("sparse", sparse), ("dense", dense)):
-                row = run(args, graph, workers, Path(tmp) / f"{name}-{workers}")
+                out = Path(tmp) / f"{name}-{workers}"
+                row = run(args, settings(args, workers, out), graph, "remote_feature_bytes")
                 print(f"{workers:>7} {name:>9} {row['memory']:>14,} {row['remote']:>19,.0f} "
                       f"{row['test_acc']:>9.4f} {row['loss']:>11.5f}")
         print(f"\nfull-graph GCN, 2 workers, {args.fullgraph_epochs} epochs: feature memory, "
@@ -128,7 +92,8 @@ def main():
         print(f"{'features':>9} {'memory bytes':>14} {'message bytes/epoch':>20} "
               f"{'epoch s':>8} {'test acc':>9} {'final loss':>11}")
         for name, graph in (("sparse", sparse), ("dense", dense)):
-            row = run_fullgraph(args, graph, Path(tmp) / f"fullgraph-{name}")
+            out = Path(tmp) / f"fullgraph-{name}"
+            row = run(args, fullgraph_settings(args, out), graph, "bytes_sent")
             print(f"{name:>9} {row['memory']:>14,} {row['remote']:>20,.0f} "
                   f"{row['epoch_s']:>8.3f} {row['test_acc']:>9.4f} {row['loss']:>11.5f}")
 

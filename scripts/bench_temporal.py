@@ -1,42 +1,28 @@
 """Sven benchmark: memory-exchange traffic of the naive exchange (one row per occurrence,
 as TGL's MFG) against the deduplicated one, per-worker balance of range / hash / balanced
-vertex ownership, and measured epoch time on Ray workers.
+vertex ownership, and measured epoch time on K workers.
 
     python scripts/bench_temporal.py --config configs/tgn-wikipedia.yaml \
         --simulate 2,4,8 --measure 2
 
 Part 1 replays one training epoch of the workers' exact batches (same negatives and
 neighbours) and counts what the exchange would send, byte for byte as the communicator
-counts it, for any worker count without starting any. Part 2 trains one epoch on Ray
-workers per setting and reports what was measured (it should equal the prediction).
+counts it, for any worker count without starting any. Part 2 trains --epochs epochs on K
+workers per setting (Ray actors, or threads with --set cluster.launcher=threads) and
+reports what was measured (it should equal the prediction).
 """
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import sys
+import tempfile
 import time
 
-
-import gnnsys
+import harness
+from gnnsys.config import from_dict, load_config
 from gnnsys.datasets import load_run_graph
 from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.placement import simulate_exchange, vertex_ownership
-
-def with_overrides(config, **sections):
-    for section, values in sections.items():
-        config = dataclasses.replace(config, **{section: dataclasses.replace(
-            getattr(config, section), **values)})
-    return config
-
-
-def table(rows: list[list], header: list[str]) -> str:
-    cells = [header] + [[str(c) for c in r] for r in rows]
-    width = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(c.rjust(w) for c, w in zip(r, width)) + " |"
-    return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in width) + "|"]
-                     + [line(r) for r in cells[1:]])
 
 
 def mib(x: float) -> str:
@@ -48,7 +34,8 @@ def part_simulated(config, events, worker_counts) -> None:
     for K in worker_counts:
         results = {}
         for kind in ("range", "hash", "balanced"):
-            cfg = with_overrides(config, cluster={"workers": K}, temporal={"ownership": kind})
+            cfg = from_dict(config.to_dict(), [f"cluster.workers={K}",
+                                               f"temporal.ownership={kind}"])
             t0 = time.perf_counter()
             owner = vertex_ownership(cfg, events, K)
             placed_s = time.perf_counter() - t0
@@ -68,55 +55,52 @@ def part_simulated(config, events, worker_counts) -> None:
                                  f"{100 * (1 - per_worker.max() / base_max):.1f}%",
                                  f"{placed_s:.1f}"])
     print("\n### Simulated training epoch: naive vs deduplicated exchange (range ownership)\n")
-    print(table(traffic_rows, ["workers", "ownership", "occurrences/unique", "rows naive",
-                               "rows dedup", "MiB sent naive", "MiB sent dedup",
-                               "bytes naive/dedup"]))
+    print(harness.markdown(["workers", "ownership", "occurrences/unique", "rows naive",
+                            "rows dedup", "MiB sent naive", "MiB sent dedup",
+                            "bytes naive/dedup"], traffic_rows, align="rlrrrrrr"))
     print("\n### Simulated per-worker traffic (dedup, MiB sent+received per epoch)\n")
-    print(table(balance_rows, ["workers", "ownership", "max", "mean", "max/mean",
-                               "max vs range", "placement s"]))
+    print(harness.markdown(["workers", "ownership", "max", "mean", "max/mean",
+                            "max vs range", "placement s"], balance_rows, align="rlrrrrr"))
 
 
-def part_measured(config, graph, workers: int, epochs: int) -> None:
+def part_measured(args, graph, workers: int) -> None:
     rows = []
     for exchange, ownership in [("naive", "range"), ("dedup", "range"),
                                 ("dedup", "balanced")]:
-        cfg = with_overrides(config, cluster={"workers": workers},
-                             temporal={"exchange": exchange, "ownership": ownership},
-                             train={"epochs": epochs, "progress": False},
-                             run={"dir": f"runs/bench-temporal/{exchange}-{ownership}-{workers}",
-                                 "resume": False, "checkpoint_every": 0})
-        t0 = time.perf_counter()
-        out = gnnsys.temporal.fit(cfg, graph)
-        wall = time.perf_counter() - t0
-        rows.append([workers, exchange, ownership, f"{out['rows_sent']:,}",
-                     mib(out["bytes_sent"]), mib(out["worker_bytes_max"]),
-                     f"{out['worker_bytes_max'] / max(out['worker_bytes_mean'], 1):.3f}",
-                     f"{out['epoch_s']:.1f}", f"{out['exchange_s']:.1f}",
-                     f"{out['val_ap']:.4f}", f"{wall:.0f}"])
-        print(json.dumps({"exchange": exchange, "ownership": ownership, **{
-            k: out[k] for k in ("rows_sent", "bytes_sent", "worker_bytes_max",
-                                "worker_bytes_mean", "epoch_s", "exchange_s", "val_ap")}}),
+        with tempfile.TemporaryDirectory() as run_dir:
+            config = load_config(args.config, [
+                *args.set, f"cluster.workers={workers}", f"temporal.exchange={exchange}",
+                f"temporal.ownership={ownership}", f"train.epochs={args.epochs}",
+                "train.progress=false", f"run.dir={run_dir}", "run.checkpoint_every=0"])
+            t0 = time.perf_counter()
+            final, epochs = harness.train(config, graph)
+            wall, last = time.perf_counter() - t0, epochs[-1]
+        rows.append([workers, exchange, ownership, f"{final['rows_sent']:,}",
+                     mib(final["bytes_sent"]), mib(final["worker_bytes_max"]),
+                     f"{final['worker_bytes_max'] / max(final['worker_bytes_mean'], 1):.3f}",
+                     f"{last['epoch_s']:.1f}", f"{last['exchange_s']:.1f}",
+                     f"{final['val_ap']:.4f}", f"{wall:.0f}"])
+        print(json.dumps({"exchange": exchange, "ownership": ownership,
+                          "epoch_s": last["epoch_s"], "exchange_s": last["exchange_s"], **{
+                              k: final[k] for k in ("rows_sent", "bytes_sent", "worker_bytes_max",
+                                                    "worker_bytes_mean", "val_ap")}}),
               file=sys.stderr, flush=True)
-    print(f"\n### Measured on {workers} Ray workers (last training epoch)\n")
-    print(table(rows, ["workers", "exchange", "ownership", "rows sent", "MiB sent",
-                       "worker MiB max", "max/mean", "epoch s", "exchange s", "val AP",
-                       "run s"]))
+    print(f"\n### Measured on {workers} workers (last training epoch)\n")
+    print(harness.markdown(["workers", "exchange", "ownership", "rows sent", "MiB sent",
+                            "worker MiB max", "max/mean", "epoch s", "exchange s", "val AP",
+                            "run s"], rows, align="rllrrrrrrrr"))
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="configs/tgn-wikipedia.yaml")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. --set sampler.batch_size=600")
+    parser = harness.parser(__doc__, config="configs/tgn-wikipedia.yaml", epochs=1, set=True)
     parser.add_argument("--simulate", default="2,4,8",
                         help="worker counts to simulate (comma list; empty = skip)")
     parser.add_argument("--measure", type=int, default=0,
-                        help="train on this many Ray workers per setting (0 = skip)")
-    parser.add_argument("--epochs", type=int, default=1, help="epochs per measured run")
+                        help="train on this many workers per setting (0 = skip)")
     parser.add_argument("--edgebank", action="store_true",
                         help="EdgeBank (unlimited, time window) on the model's val/test batches")
     args = parser.parse_args(argv)
-    config = gnnsys.load_config(args.config, overrides=args.set)
+    config = load_config(args.config, args.set)
     if config.mode != "temporal":
         parser.error(f"{args.config} is a '{config.mode}' config; pass a temporal one")
     graph = load_run_graph(config)
@@ -128,7 +112,7 @@ def main(argv=None) -> int:
     if counts:
         part_simulated(config, events, counts)
     if args.measure:
-        part_measured(config, graph, args.measure, args.epochs)
+        part_measured(args, graph, args.measure)
     if args.edgebank:
         part_edgebank(config, events)
     return 0
@@ -150,8 +134,8 @@ def part_edgebank(config, events) -> None:
     print("\n### EdgeBank on the model's evaluation batches\n")
     print("(bank as of the batch start: the standard baseline; as of each event: every "
           "earlier event, as temporal.pair_history sees)\n")
-    print(table(rows, ["EdgeBank", "bank as of", "val AP", "test AP", "test AP (batch mean)",
-                       "test MRR"]))
+    print(harness.markdown(["EdgeBank", "bank as of", "val AP", "test AP",
+                            "test AP (batch mean)", "test MRR"], rows, align="llrrrr"))
 
 
 if __name__ == "__main__":

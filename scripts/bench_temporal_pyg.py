@@ -29,8 +29,7 @@ needed (PyG's pure-torch scatter fallbacks run).
 """
 from __future__ import annotations
 
-import gnnsys  # noqa: F401  (first: sets the OpenMP wait default before torch loads OpenMP)
-import argparse
+import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import os
 import statistics
 import time
@@ -44,12 +43,8 @@ from torch_geometric.nn.models.tgn import (IdentityMessage, LastAggregator,
                                            LastNeighborLoader, TGNMemory)
 
 from gnnsys.config import load_config
-from gnnsys.distributed.comm import Communicator
-from gnnsys.distributed.launcher import WorkerContext, set_threads
 from gnnsys.temporal.batch import PHASES
 from gnnsys.temporal.metrics import link_metrics
-from gnnsys.temporal.mode import TemporalMode
-from gnnsys.training import TrainingLoop
 
 
 # ---------------------------------------------------------------- PyG's example model
@@ -169,71 +164,62 @@ class PygTGN:
 
 
 # ---------------------------------------------------------------- the interleaved run
-def load_average() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def openmp_setting() -> str:
     return (f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
             f"GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', '(unset)')}")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default="configs/tgn-wikipedia.yaml")
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--pyg-lr", type=float, default=1e-4, help="examples/tgn.py's lr")
-    ap.add_argument("--run-dir", default="runs/bench-temporal-pyg")
-    ap.add_argument("--set", action="append", default=[], help="extra gnnsys config override")
-    args = ap.parse_args()
-    config = load_config(args.config, [
-        f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
-        f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
-        f"run.dir={args.run_dir}", "train.device=cpu", *args.set])
-    set_threads(args.threads)
-    load_start = load_average()
-
-    prepared = TemporalMode.prepare(config)
-    events = prepared[0]
-    ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
-    loop = TrainingLoop(ctx, config, prepared)
-    pyg = PygTGN(events, loop.mode.planner.negative_samplers, config, args.pyg_lr, args.seed)
+def interleaved(loop, args) -> dict:
+    """The loop's run with a PyG epoch after each of its epochs; both sides' results."""
+    events = loop.mode.events
+    pyg = PygTGN(events, loop.mode.planner.negative_samplers, loop.config, args.pyg_lr,
+                 args.seed)
     pyg.epochs = args.epochs
     train_events = events.train[1] - events.train[0]
     gnnsys_s, pyg_records = [], []
     gnnsys_epoch = loop._epoch
 
-    def interleaved(epoch: int) -> dict:          # A then B, every epoch
+    def both(epoch: int) -> dict:                  # A then B, every epoch
         record = gnnsys_epoch(epoch)
         gnnsys_s.append(record["epoch_s"])
         pyg_records.append(pyg.epoch(epoch))
         r = pyg_records[-1]
         print(f"epoch {epoch + 1}: gnnsys {train_events / record['epoch_s']:,.0f} ev/s "
               f"val AP {record['val_ap']:.4f} | PyG {train_events / r['epoch_s']:,.0f} ev/s "
-              f"val AP {r['val_ap']:.4f} | load {load_average()}", flush=True)
+              f"val AP {r['val_ap']:.4f} | load {harness.load_average()}", flush=True)
         return record
 
-    loop._epoch = interleaved
-    result = loop.run()
-    load_end = load_average()
+    loop._epoch = both
+    return {"result": loop.run(), "gnnsys_s": gnnsys_s, "pyg": pyg_records,
+            "train_events": train_events, "torch_threads": loop.training_threads()}
 
-    best = max(pyg_records, key=lambda r: r["val_ap"])
-    g_rate = train_events / statistics.median(gnnsys_s)
-    p_rate = train_events / statistics.median(r["epoch_s"] for r in pyg_records)
+
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, config="configs/tgn-wikipedia.yaml", epochs=5, threads=2,
+                        seed=0, set=True)
+    ap.add_argument("--pyg-lr", type=float, default=1e-4, help="examples/tgn.py's lr")
+    ap.add_argument("--run-dir", default="runs/bench-temporal-pyg")
+    args = ap.parse_args(argv)
+    config = load_config(args.config, [
+        f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
+        f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
+        f"run.dir={args.run_dir}", "train.device=cpu", *args.set])
+    load_start = harness.load_average()
+    run = harness.on_loop(config, lambda loop: interleaved(loop, args))[0]
+    result, train_events = run["result"], run["train_events"]
+    best = max(run["pyg"], key=lambda r: r["val_ap"])
+    g_rate = train_events / statistics.median(run["gnnsys_s"])
+    p_rate = train_events / statistics.median(r["epoch_s"] for r in run["pyg"])
     rows = [("gnnsys temporal TGN", g_rate, result["val_ap"], result["test_ap"]),
             ("PyG examples/tgn.py", p_rate, best["val_ap"], best["test_ap"])]
-    gnnsys_torch = loop.training_threads()    # the pool is at --threads here
     print(f"\n{config.dataset.name}, {args.epochs} epochs, batch {config.sampler.batch_size}, "
-          f"{args.threads} threads (torch trains on {gnnsys_torch} in gnnsys, {args.threads} in "
-          f"PyG), {train_events:,} training events, {openmp_setting()}; "
-          f"load average "
-          f"(1/5/15 min) at start {load_start}, at end {load_end}\n")
-    print("| method | train events/s (median) | best val AP | test AP at best val |")
-    print("|---|---:|---:|---:|")
-    for name, rate, val, test in rows:
-        print(f"| {name} | {rate:,.0f} | {val:.4f} | {test:.4f} |")
+          f"{args.threads} threads (torch trains on {run['torch_threads']} in gnnsys, "
+          f"{args.threads} in PyG), {train_events:,} training events, {openmp_setting()}; "
+          f"load average (1/5/15 min) at start {load_start}, at end {harness.load_average()}\n")
+    print(harness.markdown(["method", "train events/s (median)", "best val AP",
+                            "test AP at best val"],
+                           [[name, f"{rate:,.0f}", f"{val:.4f}", f"{test:.4f}"]
+                            for name, rate, val, test in rows], align="lrrr"))
     print(f"\ngnnsys / PyG events/s: {g_rate / p_rate:.2f}x; test AP difference "
           f"{result['test_ap'] - best['test_ap']:+.4f}")
 

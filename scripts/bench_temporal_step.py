@@ -19,19 +19,13 @@ the median over rounds.
 """
 from __future__ import annotations
 
-import gnnsys  # noqa: F401  (first: sets the OpenMP wait default before torch loads OpenMP)
-import argparse
-import os
+import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import statistics
 import time
 
-import torch
-
 from gnnsys.config import load_config
-from gnnsys.distributed.comm import Communicator
-from gnnsys.distributed.launcher import WorkerContext, intra_op_threads, set_threads
+from gnnsys.distributed.launcher import intra_op_threads
 from gnnsys.temporal import models
-from gnnsys.temporal.mode import TemporalMode
 from gnnsys.training import TrainingLoop
 
 
@@ -90,28 +84,8 @@ class StepTimer:
                 "rest": (total - self.forward_s - backward_s) * ms}
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--config", default="configs/tgn-wikipedia.yaml")
-    ap.add_argument("--batches", type=int, default=20, help="training steps per block")
-    ap.add_argument("--rounds", type=int, default=12, help="blocks per path")
-    ap.add_argument("--warmup", type=int, default=15, help="steps per path before timing")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--compare", choices=("attention", "threads"), default="attention")
-    ap.add_argument("--set", action="append", default=[], help="extra config override")
-    args = ap.parse_args()
-    config = load_config(args.config, [
-        f"sampler.threads={args.threads}", "cluster.workers=1", "train.progress=false",
-        "run.dir=runs/bench-temporal-step", "train.device=cpu", *args.set])
-    if config.mode != "temporal":
-        raise SystemExit(f"{args.config}: needs mode temporal")
-    if args.compare == "attention" and not models.uses_neighbors(config.model.arch):
-        raise SystemExit(f"{args.config}: --compare attention needs model.arch tgn (the "
-                         "attention over sampled neighbours is what it compares)")
-    set_threads(args.threads)
-    load_start = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    ctx = WorkerContext(0, 1, torch.device("cpu"), Communicator(0, 1, torch.device("cpu")))
-    loop = TrainingLoop(ctx, config, TemporalMode.prepare(config))
+def measure(loop: TrainingLoop, args) -> dict:
+    """Warm each path up, then --rounds blocks of --batches steps per path, alternating."""
     timer = StepTimer(loop)
     paths = compared_paths(args.compare, loop, args.threads)
     results = {name: [] for name in paths}
@@ -123,23 +97,41 @@ def main() -> None:
         for name, (decide, torch_threads) in (order if round_ % 2 == 0 else order[::-1]):
             models.fused_kernel_on = decide
             results[name].append(timer.block(args.batches, torch_threads))
-            r = results[name][-1]
-            print(f"round {round_ + 1} {name}: {r['total']:.2f} ms/batch", flush=True)
-    load_end = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(f"round {round_ + 1} {name}: {results[name][-1]['total']:.2f} ms/batch",
+                  flush=True)
+    return results
+
+
+def main(argv=None) -> None:
+    ap = harness.parser(__doc__, config="configs/tgn-wikipedia.yaml", threads=1, set=True)
+    ap.add_argument("--batches", type=int, default=20, help="training steps per block")
+    ap.add_argument("--rounds", type=int, default=12, help="blocks per path")
+    ap.add_argument("--warmup", type=int, default=15, help="steps per path before timing")
+    ap.add_argument("--compare", choices=("attention", "threads"), default="attention")
+    args = ap.parse_args(argv)
+    config = load_config(args.config, [
+        f"sampler.threads={args.threads}", "cluster.workers=1", "train.progress=false",
+        "run.dir=runs/bench-temporal-step", "train.device=cpu", *args.set])
+    if config.mode != "temporal":
+        raise SystemExit(f"{args.config}: needs mode temporal")
+    if args.compare == "attention" and not models.uses_neighbors(config.model.arch):
+        raise SystemExit(f"{args.config}: --compare attention needs model.arch tgn (the "
+                         "attention over sampled neighbours is what it compares)")
+    load_start = harness.load_average()
+    results = harness.on_loop(config, lambda loop: measure(loop, args))[0]
     print(f"\n{config.dataset.name}, {config.model.arch}, batch {config.sampler.batch_size}, "
           f"{args.threads} threads, compile {config.train.compile}, {args.rounds} rounds of "
           f"{args.batches} steps per path; load average (1/5/15 min) at start {load_start}, "
-          f"at end {load_end}\n")
-    print(f"| {args.compare} | ms / batch (median) | forward | backward | rest of the step | "
-          "rounds |")
-    print("|---|---:|---:|---:|---:|---|")
-    medians = {}
-    for name, rows in results.items():
-        med = {k: statistics.median(r[k] for r in rows) for k in rows[0]}
+          f"at end {harness.load_average()}\n")
+    rows, medians = [], {}
+    for name, blocks in results.items():
+        med = {k: statistics.median(r[k] for r in blocks) for k in blocks[0]}
         medians[name] = med["total"]
-        per_round = " / ".join(f"{r['total']:.2f}" for r in rows)
-        print(f"| {name} | {med['total']:.2f} | {med['forward']:.2f} | {med['backward']:.2f} | "
-              f"{med['rest']:.2f} | {per_round} |")
+        rows.append([name, f"{med['total']:.2f}", f"{med['forward']:.2f}",
+                     f"{med['backward']:.2f}", f"{med['rest']:.2f}",
+                     " / ".join(f"{r['total']:.2f}" for r in blocks)])
+    print(harness.markdown([args.compare, "ms / batch (median)", "forward", "backward",
+                            "rest of the step", "rounds"], rows, align="lrrrrl"))
     (first, faster), (_, baseline) = medians.items()
     print(f"\n{first} against the baseline: {baseline / faster:.2f}x faster per batch")
 

@@ -27,12 +27,9 @@ synthetic event stream and says so.
 """
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")    # before torch loads OpenMP
-
-import argparse
+import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import json
+import os
 import platform
 import re
 import subprocess
@@ -41,8 +38,9 @@ import time
 import traceback
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from gnnsys.runlog import atomic_write_bytes
+
+REPO = harness.ROOT
 
 # Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the
 # 2-core CPU dev machine (`--cpu-baseline`, 2026-11-23, load 4-6 on the 2 cores, so a
@@ -65,9 +63,9 @@ FULLGRAPH = {"mode": "fullgraph",
              "train": {"epochs": 10, "lr": 0.01, "eval_every": 10}}
 # The simulator runs every GPU thread as a Python thread: tiny graphs, few picks.
 SIMULATED = {
-    "minibatch": {"dataset": {"name": "synthetic-tiny", "params": {"num_nodes": 300}},
+    "minibatch": {"dataset": {"name": "synthetic-tiny", "params": {"num_nodes": 60}},
                   "model": {"hidden": 16, "layers": 2},
-                  "sampler": {"fanouts": [3, 2], "batch_size": 128}},
+                  "sampler": {"fanouts": [3, 2], "batch_size": 32}},
     "temporal": {"model": {"heads": 1}, "sampler": {"batch_size": 100},
                  "temporal": {"memory_dim": 16, "time_dim": 8, "embedding_dim": 16,
                               "num_neighbors": 5}},
@@ -100,13 +98,17 @@ def gpu_tests(simulate: bool) -> dict:
 
 
 def sampler_bench(simulate: bool, out: Path) -> dict:
-    import bench_gpu_sampler as bench
-    argv = ["--json", str(out / "sampler.json"), "--fanouts", "15", "10", "5",
-            "--batch-size", "1024"]
-    result = bench.main(argv + (["--simulate"] if simulate else []))
-    result["table"] = bench.table(result)
-    result["targets"] = bench.targets(result)
-    return result
+    """scripts/bench_gpu_sampler.py in a process of its own: its --json results."""
+    command = [sys.executable, str(REPO / "scripts" / "bench_gpu_sampler.py"), "--json",
+               str(out / "sampler.json"), "--fanouts", "15", "10", "5", "--batch-size", "1024"]
+    child = subprocess.run(command + (["--simulate"] if simulate else []), cwd=REPO,
+                           capture_output=True, text=True, timeout=900)
+    if child.returncode:
+        output = (child.stdout + child.stderr)[-4000:]
+        raise StepFailed(f"bench_gpu_sampler: exit {child.returncode}: "
+                         f"{output.strip().splitlines()[-1] if output.strip() else ''}",
+                         {"output_tail": output})
+    return json.loads((out / "sampler.json").read_text())
 
 
 def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "fullgraph"),
@@ -115,7 +117,6 @@ def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "full
     the CPU; `device` 'cpu': everything on the CPU, the baseline); epoch time and the
     selected epoch's metric of each."""
     from gnnsys.config import from_dict
-    from gnnsys.training import fit
     train_device = device or ("cpu" if simulate else "cuda")
     configs = {"minibatch": MINIBATCH, "temporal": TEMPORAL, "fullgraph": FULLGRAPH}
     runs = {}
@@ -133,16 +134,16 @@ def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "full
             dataset = f"{graph.name} ({'simulator' if simulate else dataset + ' not found'})"
         started = time.perf_counter()
         try:
-            result = fit(from_dict(sections), graph=graph)
+            final, epochs = harness.train(from_dict(sections), graph=graph)
         except Exception as err:       # record it, run the other modes
             runs[name] = {"dataset": dataset, "error": one_line(err),
                           "traceback": traceback.format_exc()[-4000:]}
             continue
-        metric = next((k for k in result if k.startswith("test_")), None)
-        runs[name] = {"dataset": dataset, "epoch_s": result.get("epoch_s"),
-                      "batch_wait_s": last_epoch(out / f"run-{name}").get("batch_wait_s"),
-                      "epochs": result.get("epochs"), "metric": metric,
-                      "value": result.get(metric), "wall_s": time.perf_counter() - started,
+        metric = harness.test_metric(final)
+        runs[name] = {"dataset": dataset, "epoch_s": final.get("epoch_s"),
+                      "batch_wait_s": epochs[-1].get("batch_wait_s"),
+                      "epochs": final.get("epochs"), "metric": metric,
+                      "value": final[metric], "wall_s": time.perf_counter() - started,
                       "arch": sections["model"]["arch"]}
     failed = [name for name, run in runs.items() if "error" in run]
     if failed:
@@ -248,12 +249,6 @@ def merge(base: dict, override: dict) -> dict:
     return merged
 
 
-def last_epoch(run_dir: Path) -> dict:
-    from gnnsys.runlog import read_metrics
-    epochs = [r for r in read_metrics(run_dir) if "epoch" in r]
-    return epochs[-1] if epochs else {}
-
-
 def bundle_available(name: str) -> bool:
     from gnnsys.datasets import DatasetError, load_dataset
     try:
@@ -267,23 +262,8 @@ def one_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
 
 
-def require_device(simulate: bool) -> None:
-    if simulate:
-        if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
-            # numba reads it once, at import: start again with it set
-            os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
-            os.execv(sys.executable, [sys.executable, *sys.argv])
-        return
-    import torch
-    from samplers.fused_gpu import cuda_gpu_available
-    if not (torch.cuda.is_available() and cuda_gpu_available()):
-        sys.exit(f"gpu_check: no CUDA GPU here (torch.cuda.is_available()="
-                 f"{torch.cuda.is_available()}, numba sees a GPU: {cuda_gpu_available()}); "
-                 "run it on a GPU machine, or with --simulate to check the script itself")
-
-
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu_check",
                         help="where gpu_check.json / gpu_check.md (and the runs) go")
     parser.add_argument("--simulate", action="store_true",
@@ -298,9 +278,9 @@ def main(argv=None) -> int:
         import torch
         run = mode_epochs(False, args.out, modes=("minibatch",), device="cpu")["minibatch"]
         print(json.dumps({**run, "threads": torch.get_num_threads(),
-                          "load_avg": os.getloadavg()}, indent=1))
+                          "load_avg": harness.load_average()}, indent=1))
         return 0
-    require_device(args.simulate)
+    harness.require_gpu(args.simulate)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     report = {"machine": machine_info(args.simulate)}
@@ -316,9 +296,7 @@ def main(argv=None) -> int:
     report["targets"] = targets(report, args.simulate)
     report["total_s"] = time.perf_counter() - started
     text = markdown(report)
-    from gnnsys.runlog import atomic_write_bytes
-    atomic_write_bytes(args.out / "gpu_check.json",
-                       json.dumps(report, indent=1, default=str).encode())
+    harness.write_json(args.out / "gpu_check.json", report)
     atomic_write_bytes(args.out / "gpu_check.md", text.encode())
     print(text)
     print(f"wrote {args.out / 'gpu_check.json'} and {args.out / 'gpu_check.md'}")

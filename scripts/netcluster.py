@@ -10,15 +10,15 @@ node each); see gnnsys/netcluster.py. Needs root and iproute2.
 `run` sets up, runs the command inside the head's namespace ({address} is replaced by the
 Ray head's address), and tears down whatever happens; its exit code is the command's.
 """
-import argparse
 import subprocess
 import sys
 
+import harness
 from gnnsys.netcluster import NetCluster, NetClusterError, stale_prefixes, teardown
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = harness.parser(__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     for name in ("up", "run"):
         p = sub.add_parser(name)

@@ -37,19 +37,6 @@ def repo_root() -> Path:
     return REPO
 
 
-@pytest.fixture(scope="session")
-def load_script():
-    """Import scripts/<name>.py as a module (scripts/ is not a package)."""
-    import importlib.util
-
-    def load(name: str):
-        spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    return load
-
-
 @pytest.fixture
 def threads_restored():
     """Puts torch's and numba's thread pools back after a test that sets them (the bench

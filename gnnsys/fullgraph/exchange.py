@@ -126,9 +126,6 @@ class HaloExchanger:
     def distributed(self) -> bool:
         return self.world_size > 1
 
-    def close(self) -> None:
-        pass
-
     def take_bytes_by_bits(self) -> dict:
         """Bytes sent since the last call, per bit-width ('2', '4', '8'; '32' unquantised)."""
         out, self.bytes_by_bits = self.bytes_by_bits, {}

@@ -173,9 +173,6 @@ class FullGraphMode(NodeClassificationMode):
     def describe(self) -> dict:
         return self.info
 
-    def close(self) -> None:
-        self.exchanger.close()
-
 
 # ----------------------------------------------------------------------------- set-up
 def build_plan(ctx, config, graph):

@@ -61,14 +61,11 @@ def probe(ctx, config, graph):
             arch_plan = build_halo_plan(graph, vector, ctx.rank, ctx.world_size, arch)
         exchanger = HaloExchanger(arch_plan, ctx.comm, EpochTimers(), overlap=overlap,
                                   assignment=BitAssignment(bits) if bits else None)
-        try:
-            data = LocalData(graph if features == "dense" else
-                             dataclasses.replace(graph, x=as_csr(graph.x)), arch_plan)
-            assert (data.x.layout == torch.strided) == (features == "dense")
-            out[(arch, overlap, bits, features)] = (arch_plan.inner_gid,) + step(
-                make_model(graph, arch), data, exchanger, ctx.comm)
-        finally:
-            exchanger.close()
+        data = LocalData(graph if features == "dense" else
+                         dataclasses.replace(graph, x=as_csr(graph.x)), arch_plan)
+        assert (data.x.layout == torch.strided) == (features == "dense")
+        out[(arch, overlap, bits, features)] = (arch_plan.inner_gid,) + step(
+            make_model(graph, arch), data, exchanger, ctx.comm)
     return out
 
 
