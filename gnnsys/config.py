@@ -72,14 +72,12 @@ class ModelConfig:
 class SamplerConfig:
     fanouts: list = field(default_factory=lambda: [15, 10])   # per hop, seed outward; -1 = all
     batch_size: int = setting(1024, ">= 1")  # seeds per batch (per worker)
-    # seeds per batch in layer-wise inference
-    eval_batch_size: int = setting(4096, ">= 1", resumable=True)
+    eval_batch_size: int = setting(4096, ">= 1", resumable=True)  # seeds per batch in layer-wise inference
     device: str = setting("auto", resumable=True)  # where the sampler reads: auto | cpu | cuda
     # numba / torch threads; default: the cores available (temporal training may use fewer
     # torch threads: temporal.train_torch_threads)
     threads: int | None = setting(None, ">= 1", resumable=True)
-    # batches prepared ahead by the background thread
-    prefetch: int = setting(2, ">= 0", resumable=True)
+    prefetch: int = setting(2, ">= 0", resumable=True)  # batches prepared ahead by the background thread
     drop_last: bool = False
 
 
@@ -89,8 +87,7 @@ class TrainConfig:
     lr: float = setting(0.003, "> 0", resumable=True)
     weight_decay: float = setting(0.0, ">= 0", resumable=True)
     seed: int = setting(0, ">= 0")       # seeds sampling, init and shuffling
-    # evaluate on the validation split every N epochs
-    eval_every: int = setting(1, ">= 1", resumable=True)
+    eval_every: int = setting(1, ">= 1", resumable=True)  # evaluate on the validation split every N epochs
     patience: int = setting(0, ">= 0")   # stop after this many epochs without a better
                                          # validation metric (0 = run every epoch)
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
@@ -115,8 +112,7 @@ class ClusterConfig:
     backend: str = setting("auto", resumable=True)  # auto | gloo | nccl
     # collective / actor timeout before a clear error
     timeout_s: float = setting(300.0, "> 0", resumable=True)
-    # how long starting the workers may take
-    start_timeout_s: float = setting(180.0, "> 0", resumable=True)
+    start_timeout_s: float = setting(180.0, "> 0", resumable=True)  # how long starting the workers may take
     # worker deaths to recover from (restart from checkpoint)
     max_failures: int = setting(1, ">= 0", resumable=True)
     # fault-test hook "RANK:EPOCH": that worker exits mid-epoch (0-based) on the first
@@ -131,8 +127,7 @@ class ClusterConfig:
 class PartitionConfig:
     method: str = "metis"                # metis | random | stream
     num_parts: int | None = setting(None, ">= 1")  # default: cluster.workers
-    # default: <data root>/parts/<dataset>-...-<digest>
-    dir: str | None = setting(None, resumable=True)
+    dir: str | None = setting(None, resumable=True)  # default: <data root>/parts/<dataset>-...-<digest>
     seed: int = setting(0, ">= 0")       # partitioner seed (not train.seed: reruns share parts)
 
 
@@ -154,8 +149,7 @@ class TemporalConfig:
     exchange: str = "dedup"              # dedup (Sven) | naive (one row per occurrence)
     ownership: str = "range"             # range | hash | balanced
     edge_feat_dim: int = setting(0, ">= 0")  # 0 = the dataset's own (if any); >0 = zero-pad to this
-    # mails kept per vertex; 0 = model default (APAN 10, else 1)
-    mailbox_size: int = setting(0, ">= 0")
+    mailbox_size: int = setting(0, ">= 0")  # mails kept per vertex; 0 = model default (APAN 10, else 1)
     eval_negatives: int = setting(9, ">= 1")  # negatives per positive for MRR (AP uses the first)
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
@@ -173,14 +167,12 @@ class QuantizationConfig:
     lam: float = setting(0.5, "in [0, 1]")  # time vs variance trade-off of the bi-objective
     # per-key MILP time limit (HiGHS); best point so far after
     solver_time_limit_s: float = setting(30.0, "> 0")
-    # message sizes timed per link for the alpha-beta model
-    profile_points: int = setting(50, ">= 2")
+    profile_points: int = setting(50, ">= 2")  # message sizes timed per link for the alpha-beta model
 
 
 @dataclass
 class FullGraphConfig:
-    # central nodes compute while marginal ones communicate
-    overlap: bool = setting(True, resumable=True)
+    overlap: bool = setting(True, resumable=True)  # central nodes compute while marginal ones communicate
     quantization: QuantizationConfig = field(default_factory=QuantizationConfig)
 
 

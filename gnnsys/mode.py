@@ -1,10 +1,7 @@
-"""The mode plug-in contract: what `gnnsys.training.TrainingLoop` calls on every worker.
-
-A mode (minibatch, temporal, fullgraph) subclasses `Mode` and is named in `MODES`. The
-loop constructs it on every rank as `cls(ctx, config, *cls.prepare(config, graph))` and
-drives it; everything that is not the mode's own business (optimizer, gradient sync,
-gathering predictions, model selection, checkpoints, the run log) is the loop's.
-"""
+"""The mode contract: what `gnnsys.training.TrainingLoop` calls on every worker. A mode
+subclasses `Mode`, is named in `MODES`, and is built on every rank as
+`cls(ctx, config, *cls.prepare(config, graph))`; the optimizer, gradient sync, gathering
+predictions, model selection, checkpoints and the run log are the loop's business."""
 from __future__ import annotations
 
 import importlib
@@ -100,14 +97,11 @@ class Mode:
         return {}
 
     def load_state_dict(self, state: dict) -> None:
-        pass
+        """Restore what `state_dict` returned."""
 
     def describe(self) -> dict:
         """This rank's set-up, logged once in the start record."""
         return {}
-
-    def close(self) -> None:
-        """Release what the mode holds (threads, buffers)."""
 
 
 class NodeClassificationMode(Mode):

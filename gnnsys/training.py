@@ -156,9 +156,8 @@ class TrainingLoop:
             self.close()
 
     def close(self) -> None:
-        """Release the gradient hooks, the mode and the run directory (again: a no-op)."""
+        """Release the gradient hooks and the run directory (again: a no-op)."""
         self.grad_sync.close()
-        self.mode.close()
         self.run_dir.unlock()
 
     def _epoch(self, epoch: int) -> dict:
@@ -278,8 +277,9 @@ class TrainingLoop:
         ranks = self.comm.all_gather_object(mine)
         metrics = {}
         for split in splits:
-            merged = {name: _concat([r[split][name] for r in ranks]) for name in mine[split]}
-            metrics.update(self.mode.score(split, merged))
+            parts = {name: [r[split][name] for r in ranks] for name in mine[split]}
+            metrics.update(self.mode.score(split, {name: torch.cat(p) if isinstance(
+                p[0], torch.Tensor) else np.concatenate(p) for name, p in parts.items()}))
         return metrics
 
     def _peak_memory(self) -> float:
@@ -465,13 +465,6 @@ def _reduce(values: list, how: str):
     numbers = [v for v in values if v is not None]
     combined = {"max": max, "sum": sum, "mean": lambda x: sum(x) / len(x)}[how](numbers)
     return round(combined, 6) if isinstance(combined, float) else combined
-
-
-def _concat(parts: list):
-    """Every rank's share of one output, in rank order."""
-    if isinstance(parts[0], torch.Tensor):
-        return torch.cat(parts)
-    return np.concatenate(parts)
 
 
 def _rng_state() -> dict:

@@ -153,12 +153,21 @@ def test_out_of_range_values_from_the_issue_are_refused(key, value):
         from_dict({}, overrides=[f"{key}={value}"])
 
 
-def numeric_keys():
+def numeric_keys(cls=Config, prefix=""):
     """Every int / float field of the config dataclasses (Optional ones included)."""
+    import dataclasses
     import typing
-    for key, f in fields().items():
-        if {int, float} & set(typing.get_args(f.type) or (f.type,)):
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        hint, key = hints[f.name], prefix + f.name
+        if dataclasses.is_dataclass(hint):
+            yield from numeric_keys(hint, key + ".")
+        elif {int, float} & set(typing.get_args(hint) or (hint,)):
             yield key
+
+
+def test_numeric_keys_are_found():
+    assert {"train.lr", "sampler.threads", "fullgraph.quantization.lam"} <= set(numeric_keys())
 
 
 def test_every_numeric_key_has_a_range():

@@ -59,7 +59,6 @@ def first_step_of_workers(config, parts_path):
         for _ in steps:
             pass
         stats = mode.epoch_stats()
-        mode.close()
         # the batches needed cached and fetched rows: the store's whole path was exercised
         assert stats["cache_hits"] > 0 and stats["remote_rows"] > 0, stats
         return seeds, {n: p.grad.clone() for n, p in model.named_parameters()}, initial
