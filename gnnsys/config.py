@@ -14,14 +14,13 @@ import difflib
 import os
 import typing
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 import yaml
 
 from .errors import ConfigError
 from .mode import MODES, mode_class
-
-__all__ = ["Config", "ConfigError", "from_dict", "load_config", "resumable", "validate"]
 
 
 def setting(default=None, range: str | None = None, *, factory=None, resumable: bool = False):
@@ -101,6 +100,8 @@ class RunConfig:
     resume: bool = setting(False, resumable=True)  # continue from the last checkpoint in `dir`
     # epochs between (atomic) checkpoints; 0 = never
     checkpoint_every: int = setting(1, ">= 0", resumable=True)
+    # also write TensorBoard event files to `dir`/tensorboard/ (pip install "gnnsys[tensorboard]")
+    tensorboard: bool = setting(False, resumable=True)
 
 
 @dataclass
@@ -278,12 +279,6 @@ def _convert(hint, value, path):
     return value
 
 
-def _get(cfg, dotted: str):
-    for part in dotted.split("."):
-        cfg = getattr(cfg, part)
-    return cfg
-
-
 RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
          "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
          "in [0, 1)": lambda v: 0 <= v < 1}
@@ -312,7 +307,7 @@ def validate(cfg: Config) -> Config:
     if cfg.mode not in MODES:                  # first: the rest depend on it
         raise ConfigError(f"config key 'mode' is {cfg.mode!r}; allowed: {', '.join(MODES)}")
     for key, values in _choices().items():
-        value = _get(cfg, key)
+        value = attrgetter(key)(cfg)
         if value not in values:
             raise ConfigError(f"config key '{key}' is {value!r}; allowed: "
                               f"{', '.join(map(str, values))}")
@@ -324,7 +319,7 @@ def validate(cfg: Config) -> Config:
     if cfg.dataset.path:       # the task decides how the file is read
         cfg.dataset.task = mode.task
     for key, f in fields().items():
-        rule, value = f.metadata.get("range"), _get(cfg, key)
+        rule, value = f.metadata.get("range"), attrgetter(key)(cfg)
         if rule and value is not None and not RULES[rule](value):
             raise ConfigError(f"config key '{key}' must be {rule}, got {value}")
     s = cfg.sampler

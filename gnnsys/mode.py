@@ -5,6 +5,7 @@ predictions, model selection, checkpoints and the run log are the loop's busines
 from __future__ import annotations
 
 import importlib
+from operator import attrgetter
 from typing import Iterator
 
 import torch
@@ -50,9 +51,7 @@ class Mode:
     def check_config(cls, config) -> None:
         """Raise ConfigError where `config` asks for what this mode does not train."""
         for key, values in cls.supports.items():
-            section, name = key.split(".")
-            value = getattr(getattr(config, section), name)
-            if value not in values:
+            if (value := attrgetter(key)(config)) not in values:
                 raise ConfigError(f"config key '{key}' is {value!r} but mode '{config.mode}' "
                                   f"supports: {', '.join(map(str, values))}")
 

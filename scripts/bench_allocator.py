@@ -18,8 +18,6 @@ whole process (set-up and evaluation included) its minor page faults, kernel CPU
 seconds and peak resident memory, from the kernel's accounting of the finished child
 (wait4).
 """
-from __future__ import annotations
-
 import statistics
 import tempfile
 from pathlib import Path

@@ -14,8 +14,6 @@ the measured access counts (Spearman over all remote vertices).
     python scripts/bench_cache.py --datasets synthetic-products \
         --variant local_fraction=0.99 --variant local_fraction=0.0
 """
-from __future__ import annotations
-
 import time
 
 import harness  # first: gnnsys sets the OpenMP wait default before numba loads OpenMP
@@ -36,7 +34,7 @@ DEFAULT_DATASETS = ["synthetic-products", "tolokers", "github"]
 
 
 def measure(graph, num_parts: int, fanouts, batch_size: int, replications, method: str,
-            seed: int = 0, show: bool = True, empirical: int = 0) -> dict:
+            seed: int = 0, empirical: int = 0) -> dict:
     """Remote rows per epoch (summed over parts) per policy and replication. `empirical`
     > 0 adds the policy 'sampled': the reads of that many other simulated epochs, a
     Monte-Carlo estimate of the inclusion probability (what VIP approximates)."""
@@ -62,8 +60,7 @@ def measure(graph, num_parts: int, fanouts, batch_size: int, replications, metho
         t1 = time.perf_counter()
         counts = epoch_access_counts(
             sampler, own_train, batch_size, seed=seed + k,
-            progress=lambda it: progress(it, desc=f"{graph.name} part {k}: sample epoch",
-                                         enabled=show))
+            progress=lambda it: progress(it, desc=f"{graph.name} part {k}: sample epoch"))
         t2 = time.perf_counter()
         weights = {p: cache_weights(p, indptr, indices, book, k, own_train, fanouts,
                                     batch_size) for p in ("none", "degree", "vip")}
@@ -99,8 +96,7 @@ def measure(graph, num_parts: int, fanouts, batch_size: int, replications, metho
 
 
 def print_table(result: dict, replications) -> None:
-    r = result
-    q = r["quality"]
+    r, q = result, result["quality"]
     print(f"\n### {r['name']}: {r['nodes']:,} nodes, {r['edges']:,} edges, "
           f"{r['train']:,} training nodes, {q['num_parts']} parts ({r['method']}; "
           f"edge cut {q['edge_cut_fraction']:.1%}, train balance {q['train_balance']})")

@@ -17,8 +17,6 @@ and seconds the step waited for its batch (sampling + fetch not hidden).
                                                   # (and 2 independent 1x1 runs at once:
                                                   #  the machine's own ceiling for 2 x 1)
 """
-from __future__ import annotations
-
 import statistics
 import tempfile
 from pathlib import Path
@@ -96,11 +94,9 @@ def main(argv=None) -> None:
     args.out = args.out or Path(tempfile.mkdtemp(prefix="bench-dist-"))
     if args.cores:
         return same_cores(args)
-    k, results = args.workers, {}
-    for name in args.datasets:
-        for workers in (1, k):
-            results[name, workers] = [run_once(args, name, workers, s, args.threads)
-                                      for s in args.seeds]
+    k = args.workers
+    results = {(name, workers): [run_once(args, name, workers, s, args.threads) for s in args.seeds]
+               for name in args.datasets for workers in (1, k)}
 
     print(f"\n## Accuracy: 1 worker vs {k} (seeds {args.seeds})\n")
     rows = []

@@ -16,8 +16,6 @@ timings compare with `gnnsys train`.
         --workers 1 --epochs 2
     python scripts/bench_feature_dtype.py --config configs/quickstart.yaml --workers 1 2
 """
-from __future__ import annotations
-
 import statistics
 import tempfile
 from pathlib import Path

@@ -35,8 +35,7 @@ the median per-pair difference with a bootstrap 95% interval.
     python scripts/bench_fullgraph.py --datasets synthetic-products --workers 4 --epochs 3 \
         --variants vanilla adaptive
 """
-from __future__ import annotations
-
+import itertools
 import json
 import tempfile
 import time
@@ -50,12 +49,9 @@ from gnnsys.config import load_config
 VARIANTS = {
     "vanilla": ["fullgraph.quantization.mode=none", "fullgraph.overlap=false"],
     "overlap": ["fullgraph.quantization.mode=none", "fullgraph.overlap=true"],
-    "uniform8": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=8",
-                 "fullgraph.overlap=true"],
-    "uniform4": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=4",
-                 "fullgraph.overlap=true"],
-    "uniform2": ["fullgraph.quantization.mode=uniform", "fullgraph.quantization.uniform_bits=2",
-                 "fullgraph.overlap=true"],
+    **{f"uniform{b}": ["fullgraph.quantization.mode=uniform",
+                       f"fullgraph.quantization.uniform_bits={b}", "fullgraph.overlap=true"]
+       for b in (8, 4, 2)},
     "adaptive-q": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=false"],
     "adaptive": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=true"],
 }
@@ -227,30 +223,25 @@ def main(argv=None) -> None:
         return
     if args.paired:
         rows = []
-        for dataset in args.datasets:
-            for workers in args.workers:
-                for name in PAIRED:
-                    rows.append(run_paired(dataset, workers, name, args))
-                    with open(out, "a") as f:
-                        f.write(json.dumps(rows[-1]) + "\n")
-                    print(f"done paired {dataset} K={workers} {name}", flush=True)
+        for dataset, workers, name in itertools.product(args.datasets, args.workers, PAIRED):
+            rows.append(run_paired(dataset, workers, name, args))
+            with open(out, "a") as f:
+                f.write(json.dumps(rows[-1]) + "\n")
+            print(f"done paired {dataset} K={workers} {name}", flush=True)
         print_paired(rows)
         return
     if not args.table_only:
         sweep = time.strftime("%Y%m%d-%H%M%S")
+        runs = itertools.product(range(args.repeat), args.datasets, args.workers, args.variants)
         with tempfile.TemporaryDirectory(prefix="bench_fullgraph_") as scratch:
-            for round_ in range(args.repeat):
-                for dataset in args.datasets:
-                    for workers in args.workers:
-                        for variant in args.variants:
-                            row = run_variant(dataset, workers, variant, args, Path(scratch))
-                            row.update(sweep=sweep, round=round_)
-                            with open(out, "a") as f:
-                                f.write(json.dumps(row) + "\n")
-                            print(f"done {dataset} K={workers} {variant} (round {round_}): "
-                                  f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
-                                  f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}",
-                                  flush=True)
+            for round_, dataset, workers, variant in runs:
+                row = run_variant(dataset, workers, variant, args, Path(scratch))
+                row.update(sweep=sweep, round=round_)
+                with open(out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(f"done {dataset} K={workers} {variant} (round {round_}): "
+                      f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
+                      f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}", flush=True)
     print_table(load_rows(out))
 
 

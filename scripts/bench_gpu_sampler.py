@@ -22,8 +22,6 @@ Prints a table (medians) with ratios and the issue's targets; --json saves it.
 
 Needs a CUDA GPU, torch built with CUDA and numba.cuda (pip install -e .[gpu]).
 """
-from __future__ import annotations
-
 import json
 import os
 import platform
@@ -87,18 +85,16 @@ def run(args) -> dict:
 
     indptr, indices, features, train_ids = harness.load_graph(args)
     num_nodes, row_bytes = indptr.size - 1, features.shape[1] * features.itemsize
-    options = {"lanes": args.lanes, "groups_per_block": args.groups_per_block}
+    make = lambda **kw: GpuFusedSampler(indptr, indices, args.fanouts, lanes=args.lanes,
+                                        groups_per_block=args.groups_per_block, **kw)
     samplers = {
-        "fused": GpuFusedSampler(indptr, indices, args.fanouts, features=features, **options),
-        "fused_graph_host": GpuFusedSampler(indptr, indices, args.fanouts, features=features,
-                                            adjacency_device_bytes=0, **options),
-        "fused_all_host": GpuFusedSampler(indptr, indices, args.fanouts, features=features,
-                                          adjacency_device_bytes=0,
-                                          budgets=TierBudgets(device_bytes=0), **options),
-        "fused_tiered": GpuFusedSampler(
-            indptr, indices, args.fanouts, features=features, **options,
-            budgets=TierBudgets.from_device_fraction(num_nodes, row_bytes, args.device_fraction)),
-        "sample_only": GpuFusedSampler(indptr, indices, args.fanouts, **options),
+        "fused": make(features=features),
+        "fused_graph_host": make(features=features, adjacency_device_bytes=0),
+        "fused_all_host": make(features=features, adjacency_device_bytes=0,
+                               budgets=TierBudgets(device_bytes=0)),
+        "fused_tiered": make(features=features, budgets=TierBudgets.from_device_fraction(
+            num_nodes, row_bytes, args.device_fraction)),
+        "sample_only": make(),
     }
     cpu = None if args.skip_cpu else FusedSampler(indptr, indices, args.fanouts,
                                                   features=features, num_threads=args.threads)
@@ -167,7 +163,6 @@ MIN_EDGES_PER_S_DEVICE = 100e6       # graph + features in device memory
 MIN_EDGES_PER_S_HOST = 40e6          # graph in pinned host memory
 MIN_GATHER_SHARE_OF_COPY = 0.6       # device-tier gather GB/s / device copy GB/s
 MIN_FUSED_SPEEDUP = 1.5              # unfused (sample + index_select) time / fused time
-NOT_ON_HARDWARE = "not yet measured on hardware"
 
 
 def targets(result: dict) -> list:
@@ -191,10 +186,6 @@ def targets(result: dict) -> list:
     return [{"target": label, "value": None if simulated else float(value),
              "met": None if simulated else bool(value >= threshold)}
             for label, value, threshold in rows]
-
-
-def verdict(target: dict) -> str:
-    return NOT_ON_HARDWARE if target["met"] is None else ("met" if target["met"] else "NOT MET")
 
 
 def table(result: dict) -> str:
@@ -234,7 +225,8 @@ def table(result: dict) -> str:
         f"device-tier gather inside the fused kernel: {gathered / 1e6:.0f} MB in "
         f"{fused_gather * 1e3:.2f} ms = {gather_share:.0%} of copy bandwidth; "
         f"index_select: {gathered / m['index_select'] / copy:.0%}",
-        "targets: " + "; ".join(f"{t['target']} {verdict(t)}" for t in targets(result)),
+        "targets: " + "; ".join(f"{t['target']} {harness.verdict(t['met'])}"
+                                for t in targets(result)),
         "",
         "bytes per tier (fused, a-tiered, a-host):",
     ]

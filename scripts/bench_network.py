@@ -15,15 +15,13 @@ Suites (one per dataset):
   fullgraph (AdaQP): quantization none (fp32) / uniform 8, 4, 2 bits / adaptive;
       cora, tolokers, synthetic = synthetic-products scaled to 200k nodes, longer edges.
   temporal (Sven): exchange naive / dedup; collegemsg or wikipedia, 1 epoch.
-Prints one markdown table: epoch time (median over the epochs after the first), the share
-of it spent waiting on the network (minibatch: waiting for a batch + the all-reduce not
-hidden; the remote-row fetch itself runs beside the step), bytes sent per epoch, the metric, and the time ratio against
-the baseline of the same setting. With --scaling, each suite runs only its saving (vip,
-adaptive, dedup) on 1, 2, 4 ... nodes (one worker per node) and the table is epochs per
-second against 1 node. Needs root and iproute2 (as the emulated cluster does).
+Prints one markdown table: epoch time (median over the epochs after the first), the share of
+it spent waiting on the network (minibatch: waiting for a batch + the all-reduce not hidden;
+the remote-row fetch itself runs beside the step), bytes sent per epoch, the metric, and the
+time ratio against the baseline of the same setting. With --scaling, each suite runs only
+its saving (vip, adaptive, dedup) on 1, 2, 4 ... nodes (one worker per node) and the table
+is epochs per second against 1 node. Needs root and iproute2 (as the emulated cluster does).
 """
-from __future__ import annotations
-
 import statistics
 import sys
 import tempfile
@@ -165,8 +163,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=1, help="round-robin repeats")
     parser.add_argument("--timeout", type=float, default=900.0, help="per run, seconds")
     args = parser.parse_args(argv)
-    reason = unavailable_reason()
-    if reason:
+    if reason := unavailable_reason():
         print(f"bench_network: {reason}", file=sys.stderr)
         return 1
     only = set(filter(None, args.variants.split(",")))
@@ -205,10 +202,8 @@ def main(argv=None) -> int:
 
 
 def _rows(bandwidth, suite, results, base) -> list[dict]:
-    merged = {name: {"epoch_s": statistics.median(r["epoch_s"] for r in runs),
-                     "comm_share": statistics.median(r["comm_share"] for r in runs),
-                     "exchange_s": statistics.median(r["exchange_s"] for r in runs),
-                     "bytes": statistics.median(r["bytes"] for r in runs),
+    merged = {name: {**{key: statistics.median(r[key] for r in runs)
+                        for key in ("epoch_s", "comm_share", "exchange_s", "bytes")},
                      "metric": " / ".join(dict.fromkeys(r["metric"] for r in runs))}
               for name, runs in results.items()}
     base_s = merged[base]["epoch_s"]

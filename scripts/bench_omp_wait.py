@@ -17,8 +17,6 @@ TGN's wikipedia batches (under 800 events) train on one torch thread whatever --
 says (TemporalMode.training_torch_threads), so its row no longer measures torch's pool
 in training; session 9's and 14's TGN rows predate that.
 """
-from __future__ import annotations
-
 import itertools
 import statistics
 import tempfile
@@ -32,8 +30,7 @@ DEFAULT_CONFIGS = ["configs/tgn-wikipedia.yaml", "configs/dist-synthetic-small.y
 
 def start(config: Path, spins: int, args, out: Path) -> tuple:
     run_dir = out / f"{config.stem}-spin{spins}-{next(RUN_NUMBER)}"
-    env = {"GOMP_SPINCOUNT": str(spins)}
-    return harness.start_one_worker(config, args, run_dir, env), run_dir
+    return harness.start_one_worker(config, args, run_dir, {"GOMP_SPINCOUNT": str(spins)}), run_dir
 
 
 def epoch_s(proc, run_dir: Path) -> float:

@@ -10,8 +10,6 @@ All rows train the same model (2-layer GraphSAGE, SAGEConv, hidden --hidden, dro
 evaluate with exact layer-wise inference (`BasicGNN.inference` over a [-1] loader), as
 gnnsys's trainer does. Times are the median over epochs after the first (numba compile).
 """
-from __future__ import annotations
-
 import tempfile
 import time
 

@@ -31,8 +31,6 @@ spinning default; the table records the setting.
     python scripts/bench_sampler.py                        # synthetic-products
     python scripts/bench_sampler.py --nodes 200000 --degree 20 --batches 10   # quick
 """
-from __future__ import annotations
-
 import harness  # first: gnnsys sets the OpenMP wait default (see above)
 import os
 import platform
@@ -170,8 +168,7 @@ def table(result: dict) -> str:
 
     def line(name, key, gather_key=None, edges_per_s=True):
         cells = [f"{name:<38}", f"{m[key] * 1e3:7.1f}", f"{fastest[key] * 1e3:7.1f}",
-                 f"{cpu[key] * 1e3:7.1f}",
-                 f"{edges / m[key] / 1e6:6.1f}M" if edges_per_s else ""]
+                 f"{cpu[key] * 1e3:7.1f}", f"{edges / m[key] / 1e6:6.1f}M" if edges_per_s else ""]
         if gather_key is None:
             cells += ["", "", ""]
         else:

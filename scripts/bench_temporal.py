@@ -11,8 +11,6 @@ counts it, for any worker count without starting any. Part 2 trains --epochs epo
 workers per setting (Ray actors, or threads with --set cluster.launcher=threads) and
 reports what was measured (it should equal the prediction).
 """
-from __future__ import annotations
-
 import json
 import sys
 import tempfile
@@ -108,8 +106,7 @@ def main(argv=None) -> int:
     print(f"## bench_temporal: {events.name}, {len(events.src):,} events, "
           f"{events.num_nodes:,} nodes, model {config.model.arch}, global batch "
           f"{config.sampler.batch_size}, {config.temporal.num_neighbors} neighbours")
-    counts = [int(k) for k in args.simulate.split(",") if k.strip()]
-    if counts:
+    if counts := [int(k) for k in args.simulate.split(",") if k.strip()]:
         part_simulated(config, events, counts)
     if args.measure:
         part_measured(args, graph, args.measure)

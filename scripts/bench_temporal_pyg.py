@@ -27,8 +27,6 @@ Without edge features PyG's TGNMemory fails (its message store drops zero-width
 messages), so PyG gets one all-zero message column; torch-scatter / pyg-lib are not
 needed (PyG's pure-torch scatter fallbacks run).
 """
-from __future__ import annotations
-
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import os
 import statistics
@@ -164,11 +162,6 @@ class PygTGN:
 
 
 # ---------------------------------------------------------------- the interleaved run
-def openmp_setting() -> str:
-    return (f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
-            f"GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', '(unset)')}")
-
-
 def interleaved(loop, args) -> dict:
     """The loop's run with a PyG epoch after each of its epochs; both sides' results."""
     events = loop.mode.events
@@ -214,7 +207,9 @@ def main(argv=None) -> None:
             ("PyG examples/tgn.py", p_rate, best["val_ap"], best["test_ap"])]
     print(f"\n{config.dataset.name}, {args.epochs} epochs, batch {config.sampler.batch_size}, "
           f"{args.threads} threads (torch trains on {run['torch_threads']} in gnnsys, "
-          f"{args.threads} in PyG), {train_events:,} training events, {openmp_setting()}; "
+          f"{args.threads} in PyG), {train_events:,} training events, "
+          f"OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', '(unset)')}, "
+          f"GOMP_SPINCOUNT {os.environ.get('GOMP_SPINCOUNT', '(unset)')}; "
           f"load average (1/5/15 min) at start {load_start}, at end {harness.load_average()}\n")
     print(harness.markdown(["method", "train events/s (median)", "best val AP",
                             "test AP at best val"],

@@ -17,8 +17,6 @@ blocks and the alternating order). Prints ms per batch split into the model's fo
 backward, the rest of the step (fetch, batch transfer, loss, optimizer, write-back), and
 the median over rounds.
 """
-from __future__ import annotations
-
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import statistics
 import time

@@ -25,8 +25,6 @@ travel with the working tree: copy `shared/data/temporal/wikipedia.npz` into a f
 run carries and point $GNNSYS_SHARED_DATA at it, else step 3 trains TGN on a small
 synthetic event stream and says so.
 """
-from __future__ import annotations
-
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
 import json
 import os
@@ -39,8 +37,6 @@ import traceback
 from pathlib import Path
 
 from gnnsys.runlog import atomic_write_bytes
-
-REPO = harness.ROOT
 
 # Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the
 # 2-core CPU dev machine (`--cpu-baseline`, 2026-11-23, load 4-6 on the 2 cores, so a
@@ -78,11 +74,11 @@ SIMULATED = {
 def gpu_tests(simulate: bool) -> dict:
     """pytest -m gpu over the files that hold GPU-marked tests (not the whole suite: the
     device image has no ray, and collecting its tests would fail)."""
-    files = sorted(str(p.relative_to(REPO)) for p in (REPO / "tests").rglob("test_*.py")
-                   if "mark.gpu" in p.read_text())
+    tests = (harness.ROOT / "tests").rglob("test_*.py")
+    files = sorted(str(p.relative_to(harness.ROOT)) for p in tests if "mark.gpu" in p.read_text())
     command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
                *files]
-    child = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    child = subprocess.run(command, cwd=harness.ROOT, capture_output=True, text=True, timeout=300)
     summary = child.stdout.strip().splitlines()[-1] if child.stdout.strip() else ""
     counts = {kind: int(n) for n, kind in re.findall(
         r"(\d+) (passed|failed|skipped|errors?|deselected)", summary)}
@@ -99,9 +95,9 @@ def gpu_tests(simulate: bool) -> dict:
 
 def sampler_bench(simulate: bool, out: Path) -> dict:
     """scripts/bench_gpu_sampler.py in a process of its own: its --json results."""
-    command = [sys.executable, str(REPO / "scripts" / "bench_gpu_sampler.py"), "--json",
+    command = [sys.executable, str(harness.ROOT / "scripts" / "bench_gpu_sampler.py"), "--json",
                str(out / "sampler.json"), "--fanouts", "15", "10", "5", "--batch-size", "1024"]
-    child = subprocess.run(command + (["--simulate"] if simulate else []), cwd=REPO,
+    child = subprocess.run(command + (["--simulate"] if simulate else []), cwd=harness.ROOT,
                            capture_output=True, text=True, timeout=900)
     if child.returncode:
         output = (child.stdout + child.stderr)[-4000:]
@@ -121,8 +117,7 @@ def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "full
     configs = {"minibatch": MINIBATCH, "temporal": TEMPORAL, "fullgraph": FULLGRAPH}
     runs = {}
     for name in modes:
-        base = configs[name]
-        sections = merge(base, SIMULATED[name]) if simulate else base
+        sections = merge(configs[name], SIMULATED[name]) if simulate else configs[name]
         sections = merge(sections, {
             "train": {"device": train_device, "progress": False},
             "sampler": {"device": device or "cuda"},
@@ -145,8 +140,7 @@ def mode_epochs(simulate: bool, out: Path, modes=("minibatch", "temporal", "full
                       "epochs": final.get("epochs"), "metric": metric,
                       "value": final[metric], "wall_s": time.perf_counter() - started,
                       "arch": sections["model"]["arch"]}
-    failed = [name for name, run in runs.items() if "error" in run]
-    if failed:
+    if failed := [name for name, run in runs.items() if "error" in run]:
         raise StepFailed("modes failed on the device: " + "; ".join(
             f"{name}: {runs[name]['error']}" for name in failed), runs)
     return runs
@@ -212,9 +206,7 @@ def markdown(report: dict) -> str:
     lines += ["", "4. Targets:", "", "| target | measured | verdict |", "|---|---:|---|"]
     for t in report["targets"]:
         value = "" if t["value"] is None else f"{t['value']:.3g}"
-        verdict = ("not yet measured on hardware" if t["met"] is None
-                   else "met" if t["met"] else "NOT MET")
-        lines.append(f"| {t['target']} | {value} | {verdict} |")
+        lines.append(f"| {t['target']} | {value} | {harness.verdict(t['met'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -264,7 +256,7 @@ def one_line(err: BaseException) -> str:
 
 def main(argv=None) -> int:
     parser = harness.parser(__doc__)
-    parser.add_argument("--out", type=Path, default=REPO / "runs" / "gpu_check",
+    parser.add_argument("--out", type=Path, default=harness.ROOT / "runs" / "gpu_check",
                         help="where gpu_check.json / gpu_check.md (and the runs) go")
     parser.add_argument("--simulate", action="store_true",
                         help="numba's CUDA simulator and tiny sizes: checks this script")

@@ -13,8 +13,6 @@ as Ray actors, or as threads of this process with `--set cluster.launcher=thread
 that needs a process of its own (its allocator or OpenMP settings, its peak memory, no
 memory kept from an earlier run) is a `gnnsys train` child: `start_train`, then `finish`.
 """
-from __future__ import annotations
-
 import argparse
 import contextlib
 import json
@@ -188,6 +186,11 @@ def load_average() -> str:
 
 
 # ----------------------------------------------------------------------------- GPU scripts
+def verdict(met: bool | None) -> str:
+    """A target's verdict; None: not measured (a simulator's times say nothing about a GPU)."""
+    return "not yet measured on hardware" if met is None else ("met" if met else "NOT MET")
+
+
 def require_gpu(simulate: bool) -> None:
     """Exit unless torch and numba both see a CUDA GPU (and numba is not the simulator);
     `simulate`: numba's CUDA simulator instead, for checking a script's code path (numba
