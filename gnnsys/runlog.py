@@ -11,6 +11,8 @@ fault recovery read one format:
                                 selected model's metrics)
     run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
     run_dir/.lock               held (flock) by the one run using the directory
+    run_dir/tensorboard/        with run.tensorboard: TensorBoard events of the epoch and
+                                final records' numbers (step = epoch; final/<key>), the config
 
 Checkpoints hold tensors and plain data only and are loaded weights-only (no pickle);
 metrics lines are written in one write each, non-finite numbers as null.
@@ -33,8 +35,11 @@ import yaml
 
 from partition.format import remove_dead_temps, temp_prefix
 
+from .errors import ConfigError
+
 CHECKPOINT = "checkpoint.pt"
 METRICS = "metrics.jsonl"
+TENSORBOARD = "tensorboard"
 KINDS = ("start", "epoch", "event", "final")
 
 
@@ -60,6 +65,8 @@ class RunDir:
         self.path = Path(path)
         self.writer = writer
         self._lock = None
+        self.board = None            # run.tensorboard's SummaryWriter: save_config opens it
+        self._first_epoch = 0        # the first epoch this run (re)does
         if writer:
             self.path.mkdir(parents=True, exist_ok=True)
 
@@ -94,12 +101,19 @@ class RunDir:
             os.close(self._lock)               # closing releases the flock
             self._lock = None
 
+    def close(self) -> None:
+        """Release the directory: the TensorBoard events flushed, then the lock."""
+        if self.board is not None:
+            self.board.close()                 # (twice: a no-op)
+        self.unlock()
+
     def start(self, resume: bool) -> None:
-        """A fresh run (resume=False) in a used directory moves the old metrics and
-        checkpoint aside into previous/<timestamp>/ rather than mixing or deleting them."""
+        """A fresh run (resume=False) in a used directory moves the old run's files aside
+        into previous/<timestamp>/ rather than mixing or deleting them."""
         if not self.writer or resume:
             return
-        old = [self.path / n for n in (METRICS, CHECKPOINT) if (self.path / n).exists()]
+        old = [self.path / n for n in (METRICS, CHECKPOINT, TENSORBOARD)
+               if (self.path / n).exists()]
         if old:
             stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
             keep = self.path / "previous" / stamp
@@ -115,6 +129,11 @@ class RunDir:
         if self.writer:
             text = yaml.safe_dump(config.to_dict(), sort_keys=False)
             atomic_write_bytes(self.path / "config.yaml", text.encode())
+            if config.run.tensorboard and self.board is None:
+                # purge_step: a resumed run hides the events of the epochs it redoes
+                self.board = summary_writer()(self.path / TENSORBOARD,
+                                              purge_step=self._first_epoch)
+                self.board.add_text("config", f"```yaml\n{text}```", self._first_epoch)
 
     # ----------------------------------------------------------------- metrics
     def log(self, kind: str, record: dict) -> None:
@@ -129,9 +148,15 @@ class RunDir:
             os.write(fd, line.encode())        # one append: a crash leaves no torn record
         finally:
             os.close(fd)
+        if self.board is not None and kind in ("epoch", "final"):
+            step = record["epoch"] if kind == "epoch" else record["epochs"]
+            for tag, value in scalars(record, "final/" if kind == "final" else "").items():
+                self.board.add_scalar(tag, value, step)
+            self.board.flush()                 # on screen while the run goes on
 
     def truncate_metrics_after(self, epoch: int) -> None:
         """On resume, drop records of epochs after the checkpoint (they will be redone)."""
+        self._first_epoch = epoch + 1
         if not self.writer or not (self.path / METRICS).exists():
             return
         keep = [r for r in read_metrics(self.path) if r.get("epoch", -1) <= epoch]
@@ -193,6 +218,31 @@ def final(path: str | os.PathLike) -> dict | None:
 def events(path: str | os.PathLike, name: str) -> list[dict]:
     """The event records named `name` (resume, early_stop), in order."""
     return [r for r in read_metrics(path) if r.get("kind") == "event" and r["event"] == name]
+
+
+def summary_writer():
+    """torch's SummaryWriter class, or one line naming the fix if tensorboard is missing."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise ConfigError('run.tensorboard: true needs the tensorboard package; pip install '
+                          '"gnnsys[tensorboard]" or set run.tensorboard: false') from None
+    return SummaryWriter
+
+
+def scalars(record: dict, prefix: str = "") -> dict:
+    """Tag -> finite number of a record but its step ("epoch"): nested mappings as
+    `bytes_by_bits/8`, each rank's values as `workers/rank1/epoch_s` (a straggler's curve)."""
+    out = {}
+    for key, value in record.items():
+        if key == "workers" and isinstance(value, list):
+            value = {f"rank{w['rank']}": w for w in value}
+        if isinstance(value, dict):
+            out.update(scalars(value, f"{prefix}{key}/"))
+        elif (isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+              and key not in ("epoch", "rank") and math.isfinite(value)):
+            out[f"{prefix}{key}"] = float(value)
+    return out
 
 
 def json_line(record: dict) -> str:

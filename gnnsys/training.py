@@ -35,7 +35,7 @@ from .distributed import launch
 from .distributed.launcher import intra_op_threads
 from .errors import ConfigError
 from .mode import REDUCTIONS, mode_class
-from .runlog import RunDir, progress
+from .runlog import RunDir, progress, summary_writer
 
 FAIL_EXIT_CODE = 17
 _SEEDING = threading.Lock()
@@ -50,6 +50,8 @@ def fit(config, graph=None) -> dict:
     allocator.choice()                  # a bad GNNSYS_MALLOC fails here, not in each worker
     if config.train.compile:
         check_compiler()                # here too, not in each worker's first step
+    if config.run.tensorboard:
+        summary_writer()                # a missing tensorboard package fails here, not on rank 0
     prepared = mode_class(config.mode).prepare(config, graph)
     return launch(run_worker, config, *prepared)[0]
 
@@ -158,7 +160,7 @@ class TrainingLoop:
     def close(self) -> None:
         """Release the gradient hooks and the run directory (again: a no-op)."""
         self.grad_sync.close()
-        self.run_dir.unlock()
+        self.run_dir.close()
 
     def _epoch(self, epoch: int) -> dict:
         config = self.config

@@ -212,7 +212,7 @@ def test_the_settings_a_resume_may_change():
         ["train.epochs", "train.lr", "train.weight_decay", "train.eval_every", "train.progress",
          "sampler.prefetch", "sampler.threads", "sampler.eval_batch_size", "sampler.device",
          "fullgraph.overlap", "dataset.root", "partition.dir"]
-        + [f"run.{k}" for k in ("dir", "resume", "checkpoint_every")]
+        + [f"run.{k}" for k in ("dir", "resume", "checkpoint_every", "tensorboard")]
         + [f"cluster.{k}" for k in ("workers", "address", "cpus_per_worker", "gpus_per_worker",
                                     "backend", "timeout_s", "start_timeout_s", "max_failures",
                                     "fail_at", "launcher")])
