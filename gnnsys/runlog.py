@@ -4,11 +4,8 @@ Every training mode writes through this module so that `gnnsys report`, `--resum
 fault recovery read one format:
 
     run_dir/config.yaml         the validated config of the run
-    run_dir/metrics.jsonl       one JSON object per line, each of a `kind` (KINDS):
-                                start (once: mode, workers, each rank's set-up), epoch (one
-                                per epoch: {"kind": "epoch", "epoch": 3, "loss": ...}), event
-                                (resume, early_stop: named by "event"), final (once: the
-                                selected model's metrics)
+    run_dir/metrics.jsonl       a JSON object per line, each of a `kind` (KINDS): start
+                                (once), epoch, event (resume, early_stop), final (once)
     run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
     run_dir/.lock               held (flock) by the one run using the directory
     run_dir/tensorboard/        with run.tensorboard: TensorBoard events of the epoch and
