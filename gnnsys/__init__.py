@@ -17,7 +17,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from .config import Config, ConfigError, load_config  # noqa: E402
 from .graph import Graph  # noqa: E402
 from .minibatch.batch import Block, MiniBatch  # noqa: E402
+from .result import RunResult, load_run  # noqa: E402
 from .trainer import Trainer  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Config", "ConfigError", "Graph", "Block", "MiniBatch", "Trainer", "load_config"]
+__all__ = ["Config", "ConfigError", "Graph", "Block", "MiniBatch", "RunResult", "Trainer",
+           "load_config", "load_run"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from .config import Config, from_dict, load_config, validate
+from .result import RunResult
 
 
 class Trainer:
@@ -32,11 +33,14 @@ class Trainer:
             self.config = load_config(config)
         self.data = data
 
-    def fit(self) -> dict:
+    def fit(self) -> RunResult:
+        """Train; the final metrics (a dict) with the run's config, directory and model."""
         from .training import fit
-        if self.data is None:
-            return fit(self.config)
-        from .datasets import load_run_graph
-        from .interop import as_graph
-        # Checked for the mode (and normalised) as a loaded dataset is.
-        return fit(self.config, graph=load_run_graph(self.config, as_graph(self.data)))
+        graph = None
+        if self.data is not None:
+            from .datasets import load_run_graph
+            from .interop import as_graph
+            # Checked for the mode (and normalised) as a loaded dataset is.
+            graph = load_run_graph(self.config, as_graph(self.data))
+        return RunResult(fit(self.config, graph=graph), self.config, self.config.run.dir,
+                         graph=graph)

@@ -405,7 +405,7 @@ def resume_changes(old: dict, new: dict, where) -> dict:
     """{key: [old, new]} of the changed settings; one clear error if one may not change."""
     if not old:                                # a checkpoint that does not record its config
         return {}
-    changed = {k: [a, b] for k, (a, b) in _pairs(old, new).items() if a != b}
+    changed = changed_settings(old, new)
     frozen = [k for k in changed if not resumable(k)]
     if frozen:
         raise ConfigError(f"cannot resume the run in {where} with changed " + ", ".join(
@@ -414,14 +414,15 @@ def resume_changes(old: dict, new: dict, where) -> dict:
     return {k: v for k, v in changed.items() if k != "run.resume"}
 
 
-def _pairs(old: dict, new: dict, prefix: str = "") -> dict:
+def changed_settings(old: dict, new: dict, prefix: str = "") -> dict:
+    """{dotted key: [old, new]} of the settings two config dicts hold differently."""
     out = {}
     for key in dict.fromkeys([*old, *new]):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            out.update(_pairs(a, b, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = (a, b)
+            out.update(changed_settings(a, b, f"{prefix}{key}."))
+        elif a != b:
+            out[f"{prefix}{key}"] = [a, b]
     return out
 
 

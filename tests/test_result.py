@@ -1,0 +1,88 @@
+"""The output of a run in hand: `Trainer.fit()` returns the final metrics with the run's
+config, directory and best-validation model; `load_run` rebuilds the same from the run
+directory; whatever cannot give the run's model is one clear line."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+import gnnsys
+from gnnsys.config import ConfigError, from_dict
+from gnnsys.metrics import accuracy
+from gnnsys.testing import tiny_graph
+from gnnsys.training import fit
+
+
+def minibatch(tmp_path, **train):
+    return {"mode": "minibatch", "dataset": {"name": "synthetic-tiny"},
+            "model": {"arch": "sage", "hidden": 16, "layers": 2},
+            "sampler": {"fanouts": [5, 5], "batch_size": 128, "threads": 1},
+            "train": {"epochs": 2, "lr": 0.01, "progress": False, **train},
+            "run": {"dir": str(tmp_path / "run")}}
+
+
+def test_the_model_of_a_run_gives_its_test_accuracy(tmp_path):
+    result = gnnsys.Trainer(minibatch(tmp_path)).fit()
+    assert isinstance(result, dict) and result["epochs"] == 2
+    assert result.run_dir == tmp_path / "run" and result.config.model.hidden == 16
+    # exact layer-wise inference over the whole graph, as evaluation does it
+    graph = gnnsys.datasets.load_run_graph(result.config)
+    logits = result.model.inference(graph, 4096, torch.device("cpu"))
+    test = torch.from_numpy(np.asarray(graph.test_idx))
+    assert accuracy(logits[test], torch.from_numpy(graph.y)[test]) == result["test_acc"]
+    loaded = gnnsys.load_run(tmp_path / "run")
+    assert loaded == result and loaded.config == result.config
+    for name, value in result.model.state_dict().items():
+        torch.testing.assert_close(loaded.model.state_dict()[name], value)
+
+
+@pytest.mark.parametrize("mode", ["fullgraph", "temporal"])
+def test_every_mode_loads_its_selected_model(tmp_path, mode):
+    from gnnsys.runlog import RunDir
+    from tests.temporal.conftest import make_tiny_graph
+    data = {"mode": mode, "train": {"epochs": 2, "progress": False},
+            "run": {"dir": str(tmp_path / mode)}}
+    if mode == "fullgraph":
+        data.update(model={"arch": "gcn", "hidden": 8}, partition={"dir": str(tmp_path / "p")},
+                    cluster={"workers": 2, "launcher": "threads"})
+        graph = tiny_graph(num_nodes=120, num_features=4)
+    else:
+        data.update(model={"arch": "tgn", "heads": 2},
+                    temporal={"memory_dim": 8, "time_dim": 4, "embedding_dim": 8,
+                              "num_neighbors": 3}, sampler={"batch_size": 100})
+        graph = make_tiny_graph()
+    result = gnnsys.Trainer(data, data=graph).fit()
+    best = RunDir(result.run_dir, writer=False).load_checkpoint()["best"]["model"]
+    for name, value in result.model.state_dict().items():
+        torch.testing.assert_close(value, best[name])
+
+
+def test_what_cannot_give_the_run_is_one_line(tmp_path):
+    with pytest.raises(ConfigError, match="holds no gnnsys run"):
+        gnnsys.load_run(tmp_path / "nothing")
+    run = tmp_path / "run"
+    fit(from_dict(minibatch(tmp_path)))
+    log = run / "metrics.jsonl"
+    finished = log.read_text()
+    log.write_text("".join(line + "\n" for line in finished.splitlines()
+                           if json.loads(line)["kind"] != "final"))
+    with pytest.raises(ConfigError, match="has not finished .* --resume"):
+        gnnsys.load_run(run)
+    log.write_text(finished)
+    (run / "config.yaml").write_text((run / "config.yaml").read_text().replace(
+        "hidden: 16", "hidden: 32"))
+    with pytest.raises(ConfigError, match=r"written by another run .* model\.hidden"):
+        gnnsys.load_run(run).model
+    fit(from_dict(minibatch(tmp_path) | {"run": {"dir": str(run), "checkpoint_every": 0}}))
+    with pytest.raises(ConfigError, match="holds no checkpoint"):
+        gnnsys.load_run(run).model
+
+
+def test_a_dataset_that_no_longer_matches_is_one_line(tmp_path):
+    from gnnsys.result import load_model
+    config = from_dict(minibatch(tmp_path))
+    fit(config, tiny_graph(num_nodes=200, num_features=8))
+    other = tiny_graph(num_nodes=200, num_features=5)
+    with pytest.raises(ConfigError, match="no longer matches its model"):
+        load_model(config, tmp_path / "run", torch.device("cpu"), other)
