@@ -79,6 +79,18 @@ def _report(args) -> int:
     return 0
 
 
+def _predict(args) -> int:
+    from .result import load_run
+    result = load_run(args.run_dir)
+    table = result.predict(args.split, out=args.out, workers=args.workers)
+    labelled = table["label"] >= 0
+    correct = (table["pred"] == table["label"])[labelled].mean() if labelled.any() else None
+    print(f"{args.out}: {len(table['node_id'])} predictions ({args.split} nodes)"
+          + (f", accuracy {correct:.4f} on the {labelled.sum()} labelled" if correct is not None
+             else ""))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -118,6 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("run_dir", help="the run directory (run.dir of its config)")
     report.add_argument("--out", help="where to write the PNGs (default: the run directory)")
     report.set_defaults(func=_report)
+
+    predict = sub.add_parser("predict", parents=[common],
+                             help="write a finished run's class scores and predicted classes")
+    predict.add_argument("run_dir", help="the run directory (run.dir of its config)")
+    predict.add_argument("--out", required=True, help="a .parquet or .npz file to write")
+    predict.add_argument("--split", default="all", choices=("all", "train", "val", "test"),
+                         help="which nodes (default: every node)")
+    predict.add_argument("--workers", type=int,
+                         help="infer on this many workers (default: the run's cluster.workers)")
+    predict.set_defaults(func=_predict)
     return parser
 
 

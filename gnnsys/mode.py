@@ -80,7 +80,8 @@ class Mode:
     def predict(self, splits: tuple) -> dict:
         """{split: {name: tensor or array}}: this rank's share of each split's outputs, in
         one pass where the mode can; the loop gathers them from every rank (rows in rank
-        order, concatenated) and hands each split's to `score`."""
+        order, concatenated: `gather_outputs`) and hands each split's to `score`. A node
+        classification mode also answers split "all" (every node) and gives `node_id`."""
         raise NotImplementedError
 
     def score(self, split: str, outputs: dict) -> dict:

@@ -3,6 +3,7 @@
     result = gnnsys.Trainer(cfg).fit()        # or gnnsys.load_run("runs/quickstart")
     result["test_acc"]                        # the final metrics, as a dict
     model = result.model                      # the best-validation model, a torch Module
+    table = result.predict("all", out="predictions.parquet")   # every node's class scores
 
 The model is rebuilt from the run's config and its weights-only checkpoint (its
 best-validation snapshot), on the device asked for, the first time `.model` is read.
@@ -13,6 +14,7 @@ import dataclasses
 import functools
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from .errors import ConfigError
@@ -30,6 +32,37 @@ class RunResult(dict):
     @functools.cached_property
     def model(self) -> torch.nn.Module:
         return load_model(self.config, self.run_dir, self.device, self._graph)
+
+    def predict(self, split: str = "all", out=None, workers: int | None = None) -> dict:
+        """Class scores and the predicted class of every node ("all") or of a split's
+        (train / val / test), by the run's selected model with the exact layer-wise
+        inference evaluation uses, on the run's workers (or `workers`: each infers its own
+        part), sorted by dataset node id: {"node_id", "pred", "scores", "label"} arrays.
+        `out`: also written there atomically, as .npz or .parquet (docs/DATA.md, "Predictions")."""
+        from .distributed import launch
+        from .mode import mode_class
+        if split not in ("all", "train", "val", "test"):
+            raise ConfigError(f"split {split!r}: use all, train, val or test")
+        if out is not None:
+            table_format(out)                # a bad --out fails before any inference
+        cls = mode_class(self.config.mode)
+        if cls.task != "node_classification":
+            raise ConfigError(f"predictions of mode '{self.config.mode}' are not written yet; "
+                              "a temporal run's model is result.model")
+        config = self.config
+        if workers is not None:
+            config = dataclasses.replace(
+                config, cluster=dataclasses.replace(config.cluster, workers=workers),
+                partition=dataclasses.replace(config.partition, num_parts=None))
+        state = best_state(config, self.run_dir)
+        got = launch(_predict_worker, config, state, split, *cls.prepare(config, self._graph))[0]
+        order = np.argsort(got["node_id"].numpy(), kind="stable")
+        scores = got["logits"][order]
+        table = {"node_id": got["node_id"].numpy()[order], "pred": scores.argmax(1).numpy(),
+                 "scores": scores.numpy(), "label": got["labels"].numpy()[order]}
+        if out is not None:
+            write_table(out, table)
+        return table
 
 
 def load_run(run_dir, device="cpu") -> RunResult:
@@ -51,9 +84,28 @@ def load_run(run_dir, device="cpu") -> RunResult:
 def load_model(config, run_dir: Path, device, graph=None) -> torch.nn.Module:
     """The run's best-validation model, built by its mode for one in-process worker on
     `device` from the run's dataset (or `graph`): a model's shape follows its data."""
-    from .config import resumable
     from .distributed import WorkerContext
     from .mode import mode_class
+    state = best_state(config, run_dir)
+    one = dataclasses.replace(  # one worker here, whatever the run trained on
+        config, cluster=dataclasses.replace(config.cluster, workers=1),
+        partition=dataclasses.replace(config.partition, num_parts=None),
+        train=dataclasses.replace(config.train, device=device.type, progress=False))
+    cls = mode_class(one.mode)
+    mode = cls(WorkerContext.single(device), one, *cls.prepare(one, graph))
+    model = mode.build_model()
+    try:
+        model.load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise ConfigError(f"the dataset of the run in {run_dir} no longer matches its model "
+                          f"({' '.join(str(err).split())[:200]}); restore the data it was "
+                          "trained on") from None
+    return model.eval()
+
+
+def best_state(config, run_dir: Path) -> dict:
+    """The checkpoint's selected snapshot ({"model", "mode"}), checked to be this run's."""
+    from .config import resumable
     from .runlog import RunDir
     from .training import changed_settings
     state = RunDir(run_dir, writer=False).load_checkpoint()
@@ -66,17 +118,47 @@ def load_model(config, run_dir: Path, device, graph=None) -> torch.nn.Module:
         raise ConfigError(f"{run_dir / 'checkpoint.pt'} was written by another run than its "
                           f"config.yaml says (they differ at {', '.join(foreign)}); restore the "
                           "run directory as training left it")
-    one = dataclasses.replace(  # one worker here, whatever the run trained on
-        config, cluster=dataclasses.replace(config.cluster, workers=1),
-        partition=dataclasses.replace(config.partition, num_parts=None),
-        train=dataclasses.replace(config.train, device=device.type, progress=False))
-    cls = mode_class(one.mode)
-    mode = cls(WorkerContext.single(device), one, *cls.prepare(one, graph))
-    model = mode.build_model()
-    try:
-        model.load_state_dict(state["best"]["model"])
-    except RuntimeError as err:
-        raise ConfigError(f"the dataset of the run in {run_dir} no longer matches its model "
-                          f"({' '.join(str(err).split())[:200]}); restore the data it was "
-                          "trained on") from None
-    return model.eval()
+    return state["best"]
+
+
+def _predict_worker(ctx, config, state, split, *prepared) -> dict:
+    """One rank of `RunResult.predict`: its mode with the selected weights, every rank's
+    outputs of `split` gathered."""
+    from .mode import mode_class
+    from .training import gather_outputs
+    mode = mode_class(config.mode)(ctx, config, *prepared)
+    mode.build_model().load_state_dict(state["model"])
+    mode.load_state_dict(state["mode"])
+    return gather_outputs(ctx.comm, mode.predict((split,)))[split]
+
+
+def write_table(path, table: dict) -> None:
+    """`table` as .npz (arrays as they are) or .parquet (one column per array; `scores`
+    as score_0, score_1, ...), written atomically."""
+    import io
+    from .runlog import atomic_write_bytes
+    buf = io.BytesIO()
+    if table_format(path) == ".npz":
+        np.savez(buf, **table)
+    else:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        columns = {k: v for k, v in table.items() if k != "scores"}
+        columns.update({f"score_{c}": table["scores"][:, c]
+                        for c in range(table["scores"].shape[1])})
+        pq.write_table(pa.table(columns), buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def table_format(path) -> str:
+    """The suffix of a predictions file, checked: .npz, or .parquet where pyarrow imports."""
+    suffix = Path(path).suffix
+    if suffix not in (".npz", ".parquet"):
+        raise ConfigError(f"{path}: predictions are written as .npz or .parquet")
+    if suffix == ".parquet":
+        try:
+            import pyarrow.parquet  # noqa: F401
+        except ImportError:
+            raise ConfigError(f"{path}: writing .parquet needs pyarrow (pip install "
+                              '"gnnsys[predict]"); or write .npz') from None
+    return suffix

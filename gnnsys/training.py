@@ -273,16 +273,8 @@ class TrainingLoop:
     def evaluate(self, splits: tuple) -> dict:
         """The metrics of `splits`: the mode's outputs of every rank, gathered once (in
         rank order, concatenated per output) and scored by the mode."""
-        mine = {split: {name: v.cpu() if isinstance(v, torch.Tensor) else v
-                        for name, v in outputs.items()}
-                for split, outputs in self.mode.predict(splits).items()}
-        ranks = self.comm.all_gather_object(mine)
-        metrics = {}
-        for split in splits:
-            parts = {name: [r[split][name] for r in ranks] for name in mine[split]}
-            metrics.update(self.mode.score(split, {name: torch.cat(p) if isinstance(
-                p[0], torch.Tensor) else np.concatenate(p) for name, p in parts.items()}))
-        return metrics
+        outputs = gather_outputs(self.comm, self.mode.predict(splits))
+        return {k: v for split in splits for k, v in self.mode.score(split, outputs[split]).items()}
 
     def _peak_memory(self) -> float:
         """The most memory the run's worker processes have held, evaluation included,
@@ -443,6 +435,17 @@ def split_process_counters(ranks: list[dict]) -> list[dict]:
     return [{**{k: v for k, v in r.items() if k != "process"},
              **{k: round(r[k] / sharing[r["process"]], 3) for k in PER_PROCESS if k in r}}
             for r in ranks]
+
+
+def gather_outputs(comm, outputs: dict) -> dict:
+    """{split: {name: every rank's share, concatenated in rank order}} of `Mode.predict`'s
+    outputs (tensors on the host): one gather."""
+    mine = {split: {name: v.cpu() if isinstance(v, torch.Tensor) else v
+                    for name, v in named.items()} for split, named in outputs.items()}
+    ranks = comm.all_gather_object(mine)
+    cat = lambda p: torch.cat(p) if isinstance(p[0], torch.Tensor) else np.concatenate(p)  # noqa: E731
+    return {split: {name: cat([r[split][name] for r in ranks]) for name in named}
+            for split, named in mine.items()}
 
 
 def combine_ranks(ranks: list[dict], reductions: dict) -> dict:

@@ -86,3 +86,40 @@ def test_a_dataset_that_no_longer_matches_is_one_line(tmp_path):
     other = tiny_graph(num_nodes=200, num_features=5)
     with pytest.raises(ConfigError, match="no longer matches its model"):
         load_model(config, tmp_path / "run", torch.device("cpu"), other)
+
+
+@pytest.mark.parametrize("mode, workers", [("minibatch", 1), ("minibatch", 2),
+                                           ("fullgraph", 1), ("fullgraph", 2)])
+def test_predictions_give_the_runs_test_accuracy(tmp_path, mode, workers):
+    """Written and read back, the predictions of the test nodes score the run's test_acc;
+    inference on K workers (each its own part) equals it on one to 1e-5."""
+    pq = pytest.importorskip("pyarrow.parquet")
+    data = minibatch(tmp_path) | {"mode": mode, "partition": {"dir": str(tmp_path / "parts")},
+                                  "cluster": {"workers": workers, "launcher": "threads"}}
+    if mode == "fullgraph":
+        data["model"] = {"arch": "gcn", "hidden": 16, "layers": 2}
+    result = gnnsys.Trainer(data).fit()
+    test = result.predict("test", out=tmp_path / "test.parquet")
+    read = pq.read_table(tmp_path / "test.parquet").to_pydict()
+    assert list(read["node_id"]) == test["node_id"].tolist()
+    assert np.mean(np.array(read["pred"]) == np.array(read["label"])) == \
+        pytest.approx(result["test_acc"], abs=1e-6)
+    graph = gnnsys.datasets.load_run_graph(result.config)
+    assert sorted(test["node_id"]) == sorted(graph.test_idx)
+    every = result.predict(out=tmp_path / "all.npz")
+    with np.load(tmp_path / "all.npz", allow_pickle=False) as saved:
+        assert saved["node_id"].tolist() == list(range(graph.num_nodes))
+        assert np.array_equal(saved["scores"], every["scores"])
+    alone = result.predict(workers=1)
+    np.testing.assert_allclose(every["scores"], alone["scores"], rtol=1e-5, atol=1e-5)
+
+
+def test_predict_from_the_command_line(tmp_path, capsys):
+    from gnnsys.cli import main
+    fit(from_dict(minibatch(tmp_path)))
+    assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.npz"),
+                 "--split", "val"]) == 0
+    assert "predictions (val nodes), accuracy" in capsys.readouterr().out
+    assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.csv")]) == 2
+    assert "predictions are written as .npz or .parquet" in capsys.readouterr().err
+    assert not (tmp_path / "p.csv").exists()

@@ -151,12 +151,15 @@ class FullGraphMode(NodeClassificationMode):
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def predict(self, splits: tuple) -> dict:
-        """One full-graph pass in full precision (no quantisation): each split's logits and
-        labels of this rank's rows."""
+        """One full-graph pass in full precision (no quantisation): each split's logits,
+        labels and node ids of this rank's rows ("all": every row it owns)."""
         self.model.eval()
         logits = self.model(self.data.x, self.exchanger, quantized=False)
-        return {name: {"logits": logits[self.data.split[name]],
-                       "labels": self.data.y[self.data.split[name]]} for name in splits}
+        every = torch.arange(len(self.plan.inner_gid), device=logits.device)
+        rows = {name: every if name == "all" else self.data.split[name] for name in splits}
+        return {name: {"logits": logits[r], "labels": self.data.y[r],
+                       "node_id": torch.from_numpy(self.plan.inner_gid)[r.cpu()]}
+                for name, r in rows.items()}
 
     def final_metrics(self) -> dict:
         return {"partition": self.comm.all_gather_object(self.plan.summary())}

@@ -103,14 +103,17 @@ class MinibatchMode(NodeClassificationMode):
 
 
 class PartedData:
-    """What evaluation needs of a worker's data: its own rows [lo, hi) and split ids."""
+    """What evaluation needs of a worker's data: its own rows [lo, hi), split ids, and
+    the dataset's id of each own row (`node_ids`: a part's rows are relabelled)."""
 
     def outputs(self, logits_own: torch.Tensor, split: str) -> dict:
-        """This worker's logits and labels of the split (the loop gathers every part's, so
-        metrics equal single-machine ones: accuracy and ROC-AUC are not averages of parts)."""
-        ids = self.splits[split]
+        """This worker's logits, labels and dataset node ids of the split ("all": every own
+        row); the loop gathers every part's, so metrics equal single-machine ones (accuracy
+        and ROC-AUC are not averages of parts)."""
+        ids = np.arange(self.lo, self.hi) if split == "all" else self.splits[split]
         return {"logits": logits_own[torch.from_numpy(ids - self.lo)],
-                "labels": torch.from_numpy(self.labels[ids])}
+                "labels": torch.from_numpy(self.labels[ids]),
+                "node_id": torch.from_numpy(self.node_ids[ids - self.lo])}
 
 
 class GraphData(PartedData):
@@ -123,7 +126,8 @@ class GraphData(PartedData):
         self.graph, self.config, self.ctx = graph, config, ctx
         self.metric, self.num_classes = graph.metric, graph.num_classes
         self.in_dim, self.degree = graph.num_features, graph.degree()
-        self.labels, self.lo = np.asarray(graph.y, dtype=np.int64), 0
+        self.labels, self.lo, self.hi = np.asarray(graph.y, dtype=np.int64), 0, graph.num_nodes
+        self.node_ids = np.arange(graph.num_nodes)
         self.splits = {name: np.asarray(getattr(graph, f"{name}_idx"), dtype=np.int64)
                        for name in ("train", "val", "test")}
         self.sampler = fused_sampler(config, graph.indptr, graph.indices, graph.x,
@@ -166,6 +170,7 @@ class PartData(PartedData):
         self.in_dim, self.degree = self.store.table.shape[1], np.diff(indptr)
         self.labels = np.full(self.book.num_nodes, -1, dtype=np.int64)
         self.labels[self.lo:self.hi] = np.asarray(self.parts.array(rank, "y"), dtype=np.int64)
+        self.node_ids = np.asarray(self.parts.array(rank, "orig_ids"), dtype=np.int64)
         self.splits = {name: self._own_split(name) for name in ("train", "val", "test")}
         total_train = sum(ctx.comm.all_gather_object(len(self.splits["train"])))
         num_batches = max(1, -(-total_train // (ctx.world_size * s.batch_size)))
