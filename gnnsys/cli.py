@@ -4,6 +4,8 @@
     gnnsys datasets [--root DIR]
     gnnsys partition --config run.yaml [--force] [--verify]
     gnnsys report RUN_DIR [--out DIR]
+    gnnsys predict RUN_DIR --out FILE
+    gnnsys export RUN_DIR --out model.pt
 
 A failure is one line on stderr (exit 2 for bad input); --debug or GNNSYS_DEBUG=1 adds
 the traceback.
@@ -91,6 +93,14 @@ def _predict(args) -> int:
     return 0
 
 
+def _export(args) -> int:
+    from .result import load_run
+    saved = load_run(args.run_dir).export_pyg(args.out)
+    kwargs = ", ".join(f"{k}={v!r}" for k, v in saved["kwargs"].items())
+    print(f"{args.out}: the state_dict of torch_geometric.nn.{saved['class']}({kwargs})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -140,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--workers", type=int,
                          help="infer on this many workers (default: the run's cluster.workers)")
     predict.set_defaults(func=_predict)
+
+    export = sub.add_parser("export", parents=[common], help="write a finished minibatch run's "
+                            "model as a torch_geometric GraphSAGE / GCN / GAT state_dict")
+    export.add_argument("run_dir", help="the run directory (run.dir of its config)")
+    export.add_argument("--out", required=True, help="the .pt file to write")
+    export.set_defaults(func=_export)
     return parser
 
 

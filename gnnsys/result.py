@@ -64,6 +64,11 @@ class RunResult(dict):
             write_table(out, table)
         return table
 
+    def export_pyg(self, path=None) -> dict:
+        """The model as torch_geometric.nn's GraphSAGE / GCN / GAT (gnnsys/export.py)."""
+        from .export import export_pyg
+        return export_pyg(self, path)
+
 
 def load_run(run_dir, device="cpu") -> RunResult:
     """The result of the finished run in `run_dir` (its config, final metrics, model)."""
