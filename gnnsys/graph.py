@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from partition.format import atomic_directory
+from partition.format import atomic_directory, save_array
 
 _ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
 FORMAT_VERSION = 1
@@ -118,7 +118,7 @@ class Graph:
             present = []
             for key, arr in self._arrays_to_save():
                 if arr is not None:
-                    np.save(tmp / f"{key}.npy", np.ascontiguousarray(arr), allow_pickle=False)
+                    save_array(tmp / f"{key}.npy", arr)
                     present.append(key)
             meta = {"format_version": FORMAT_VERSION, "name": self.name,
                     "num_nodes": self.num_nodes, "num_edges": self.num_edges,

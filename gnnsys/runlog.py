@@ -16,6 +16,7 @@ metrics lines are written in one write each, non-finite numbers as null.
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -30,11 +31,12 @@ import numpy as np
 import torch
 import yaml
 
-from partition.format import remove_dead_temps, temp_prefix
+from partition.format import open_own, remove_dead_temps, temp_prefix
 
 from .errors import ConfigError
 
 CHECKPOINT = "checkpoint.pt"
+CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
 KINDS = ("start", "epoch", "event", "final")
@@ -73,7 +75,7 @@ class RunDir:
         holds it no longer); temp files of killed writes go."""
         if not self.writer:
             return
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_own(self.path / ".lock", os.O_RDWR)
         deadline = time.monotonic() + wait_s
         while True:
             try:
@@ -104,13 +106,15 @@ class RunDir:
             self.board.close()                 # (twice: a no-op)
         self.unlock()
 
-    def start(self, resume: bool) -> None:
-        """A fresh run (resume=False) in a used directory moves the old run's files aside
-        into previous/<timestamp>/ rather than mixing or deleting them."""
+    def start(self, resume: bool, also=()) -> None:
+        """A fresh run (resume=False) in a used directory moves the old run's files (and
+        those named in `also`: `gnnsys report`'s charts) aside into previous/<timestamp>/
+        rather than mixing or deleting them. Called once the run's set-up passed: a refused
+        run changes nothing here."""
         if not self.writer or resume:
             return
-        old = [self.path / n for n in (METRICS, CHECKPOINT, TENSORBOARD)
-               if (self.path / n).exists()]
+        old = [self.path / n for n in (METRICS, CHECKPOINT, CONFIG, TENSORBOARD, *also)
+               if os.path.lexists(self.path / n)]
         if old:
             stamp, n = time.strftime("%Y%m%d-%H%M%S"), 0
             keep = self.path / "previous" / stamp
@@ -125,7 +129,7 @@ class RunDir:
     def save_config(self, config) -> None:
         if self.writer:
             text = yaml.safe_dump(config.to_dict(), sort_keys=False)
-            atomic_write_bytes(self.path / "config.yaml", text.encode())
+            atomic_write_bytes(self.path / CONFIG, text.encode())
             if config.run.tensorboard and self.board is None:
                 # purge_step: a resumed run hides the events of the epochs it redoes
                 self.board = summary_writer()(self.path / TENSORBOARD,
@@ -140,11 +144,17 @@ class RunDir:
         if not self.writer:
             return
         line = json_line({"kind": kind, "time": round(time.time(), 3), **record}) + "\n"
-        fd = os.open(self.path / METRICS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        data, path = line.encode(), self.path / METRICS
+        fd = open_own(path, os.O_WRONLY | os.O_APPEND)
         try:
-            os.write(fd, line.encode())        # one append: a crash leaves no torn record
+            written = os.write(fd, data)       # one append: a crash leaves no torn record
+        except OSError as err:                 # e.g. a full disk: name the file
+            raise OSError(err.errno, err.strerror, str(path)) from None
         finally:
             os.close(fd)
+        if written < len(data):                # a full disk cut the record short
+            raise OSError(errno.ENOSPC, f"No space left on device ({written} of {len(data)} "
+                          "bytes of a record written)", str(path))
         if self.board is not None and kind in ("epoch", "final"):
             step = record["epoch"] if kind == "epoch" else record["epochs"]
             for tag, value in scalars(record, "final/" if kind == "final" else "").items():

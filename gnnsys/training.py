@@ -35,6 +35,7 @@ from .distributed import launch
 from .distributed.launcher import intra_op_threads
 from .errors import ConfigError
 from .mode import REDUCTIONS, mode_class
+from .report import CHARTS
 from .runlog import RunDir, progress, summary_writer
 
 FAIL_EXIT_CODE = 17
@@ -95,9 +96,9 @@ class TrainingLoop:
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
         self.run_dir.lock(wait_s=0 if ctx.attempt == 0 else 60)   # a killed rank 0 lets go
         try:
-            if ctx.attempt == 0:
-                self.run_dir.start(config.run.resume)
             self._setup(prepared)
+            if ctx.attempt == 0:       # after set-up: a refused run leaves the last one be
+                self.run_dir.start(config.run.resume, also=[f"{c}.png" for c in CHARTS])
         except BaseException:
             self.run_dir.unlock()
             raise

@@ -21,6 +21,7 @@ Depends on numpy and scipy only; never imports gnnsys or torch.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -71,20 +72,35 @@ class PartitionBook:
         return int(self.offsets[part + 1] - self.offsets[part])
 
 
+TEMP = ".gnnsys-tmp."
+
+
 def temp_prefix(path: Path) -> str:
-    """Temporary siblings of `path` are named `.<name>.<pid>.<random>`: the pid tells
-    whether the writer still lives (see remove_dead_temps)."""
-    return f".{path.name}.{os.getpid()}."
+    """Temporary siblings of `path` are named `.gnnsys-tmp.<pid>.<name>.<random>`: a prefix
+    no one else's file has, and the pid that tells whether the writer still lives."""
+    return f"{TEMP}{os.getpid()}.{path.name}."
 
 
 def remove_dead_temps(directory: Path) -> None:
-    """Delete the temporary files and directories that killed writers left in `directory`
-    (their pid no longer runs on this machine)."""
-    for entry in directory.glob(".*.*.*") if directory.is_dir() else ():
-        pid = entry.name.split(".")[-2]
+    """Delete the temporary files and directories (named by temp_prefix, nothing else) that
+    killed gnnsys writers left in `directory`: their pid no longer runs on this machine."""
+    for entry in directory.glob(TEMP + "*") if directory.is_dir() else ():
+        pid = entry.name[len(TEMP):].split(".")[0]
         if not pid.isdigit() or _alive(int(pid)):
             continue
         shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+
+
+def open_own(path: Path, flags: int) -> int:
+    """os.open (O_CREAT) of a file gnnsys writes in place (a lock, metrics.jsonl), never
+    through a symbolic link: one planted there would have gnnsys overwrite its target."""
+    try:
+        return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            raise
+        raise OSError(err.errno, "is a symbolic link, which gnnsys never writes through; "
+                      "remove the link", str(path)) from None
 
 
 def _alive(pid: int) -> bool:
@@ -112,6 +128,15 @@ def atomic_directory(path: Path):
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def save_array(file: Path, arr) -> None:
+    """np.save, and a failed write (a full disk: numpy says only "N requested and M
+    written") is an OSError naming the file."""
+    try:
+        np.save(file, np.ascontiguousarray(arr), allow_pickle=False)
+    except OSError as err:
+        raise OSError(err.errno or errno.ENOSPC, err.strerror or str(err), str(file)) from None
 
 
 def file_digest(path: Path, chunk_bytes: int = 1 << 23) -> str:
@@ -165,7 +190,7 @@ def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=
             part_dir.mkdir()
             for name, arr in arrays.items():
                 file = part_dir / f"{name}.npy"
-                np.save(file, np.ascontiguousarray(arr), allow_pickle=False)
+                save_array(file, arr)
                 files[f"part-{k}/{name}.npy"] = {"bytes": file.stat().st_size,
                                                  "sha256": file_digest(file)}
         manifest = {"format_version": FORMAT_VERSION, "created": time.time(),

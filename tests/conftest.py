@@ -32,6 +32,13 @@ if "numba" in sys.modules:
 os.environ["NUMBA_CACHE_DIR"] = str(numba_cache_for_these_sources())
 
 
+@pytest.fixture(autouse=True)
+def _in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs in its own tmp_path: a relative path (a shipped config's run.dir,
+    runs/quickstart) lands there, never in the checkout."""
+    monkeypatch.chdir(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO

@@ -68,9 +68,9 @@ def test_temp_files_of_killed_writes_are_removed_on_the_next_start(tmp_path):
     run.mkdir()
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True).stdout.strip()
-    left = run / f".checkpoint.pt.{dead}.abc123"
+    left = run / f".gnnsys-tmp.{dead}.checkpoint.pt.abc123"
     left.write_bytes(b"half a checkpoint")
-    mine = run / f".checkpoint.pt.{os.getpid()}.xyz"       # a live writer's: kept
+    mine = run / f".gnnsys-tmp.{os.getpid()}.checkpoint.pt.xyz"   # a live writer's: kept
     mine.write_bytes(b"being written")
     fit(_config(run), tiny_graph(num_nodes=60))
     assert not left.exists() and mine.exists()

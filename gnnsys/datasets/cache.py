@@ -7,10 +7,12 @@ and save it (atomically, via `Graph.save`) while the others wait and then load t
 from __future__ import annotations
 
 import fcntl
+import os
 from pathlib import Path
 from typing import Callable
 
 from gnnsys.graph import Graph
+from partition.format import open_own
 
 
 def is_cached(directory: Path) -> bool:
@@ -24,7 +26,7 @@ def load_or_build(directory: Path, build: Callable[[], Graph], mmap: bool = True
         return Graph.load(directory, mmap=mmap)
     directory.parent.mkdir(parents=True, exist_ok=True)
     lock_path = directory.parent / f".{directory.name}.lock"
-    with open(lock_path, "w") as lock:
+    with open(open_own(lock_path, os.O_WRONLY), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             if not is_cached(directory):     # another process may have built it meanwhile

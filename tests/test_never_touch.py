@@ -1,0 +1,151 @@
+"""gnnsys never deletes or overwrites a file it did not create (issue 37): the temp sweep
+takes only its own dead temporaries, no write goes through a planted symbolic link, a
+refused run leaves the last one as it was, a repeated run moves all of the old one aside,
+and a full disk is an error naming the file, never a silently lost record."""
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gnnsys import cli
+from gnnsys.config import from_dict
+from gnnsys.partitions import ensure_partitions
+from gnnsys.report import CHARTS, make_report
+from gnnsys.runlog import RunDir
+from gnnsys.testing import tiny_graph
+from gnnsys.training import fit
+from partition.format import temp_prefix
+
+QUICKSTART = str(Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml")
+DEAD = 999_999_999                    # above any pid_max: never a running process
+
+
+def _train_args(run_dir, *extra):
+    return ["train", "--config", QUICKSTART, "--set", "dataset.name=synthetic-tiny",
+            "--set", "train.epochs=1", "--set", "train.progress=false",
+            "--set", f"run.dir={run_dir}", *extra]
+
+
+def _files(folder: Path) -> dict:
+    """Every file under `folder` (but the lock, which holds the pid of its last run)."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+def test_the_sweep_takes_only_dead_gnnsys_temps_beside_a_run_and_a_partition_build(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".zshrc.1700000000.bak").write_text("mine")
+    (home / ".config.2023.old").mkdir()
+    (home / ".config.2023.old" / "settings").write_text("mine too")
+    dead_file = home / f".gnnsys-tmp.{DEAD}.checkpoint.pt.abc123"
+    dead_dir = home / f".gnnsys-tmp.{DEAD}.parts.xyz"
+    live = home / f"{temp_prefix(home / 'checkpoint.pt')}live"     # this process writes it
+    dead_file.write_bytes(b"half a checkpoint")
+    dead_dir.mkdir()
+    live.write_bytes(b"being written")
+    fit(from_dict({"mode": "fullgraph", "model": {"arch": "gcn", "hidden": 8, "layers": 2},
+                   "train": {"epochs": 1, "progress": False}, "run": {"dir": str(home)}}),
+        tiny_graph(num_nodes=60))
+    ensure_partitions(from_dict({"mode": "minibatch", "cluster": {"workers": 2},
+                                 "dataset": {"name": "synthetic-tiny",
+                                             "root": str(tmp_path / "data")},
+                                 "partition": {"method": "random", "dir": str(home / "parts")}}),
+                      progress=False)
+    assert (home / ".zshrc.1700000000.bak").read_text() == "mine"
+    assert (home / ".config.2023.old" / "settings").read_text() == "mine too"
+    assert not dead_file.exists() and not dead_dir.exists() and live.exists()
+    assert (home / "parts" / "manifest.json").exists()
+
+
+def test_a_symlinked_lock_is_refused_in_one_line_and_its_target_untouched(tmp_path, capsys):
+    """Chosen: refuse (exit 2, one line naming the link), never write through it."""
+    target, run = tmp_path / "precious", tmp_path / "run"
+    target.write_text("keep me")
+    run.mkdir()
+    (run / ".lock").symlink_to(target)
+    assert cli.main(_train_args(run)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{run / '.lock'}: is a symbolic link" in err
+    assert target.read_text() == "keep me" and not (run / "metrics.jsonl").exists()
+
+    (run / ".lock").unlink()                             # metrics.jsonl: the same
+    (run / "metrics.jsonl").symlink_to(target)
+    with pytest.raises(OSError, match="symbolic link"):
+        RunDir(run).log("event", {"event": "x"})
+    from gnnsys.datasets.cache import load_or_build     # the data root's build lock too
+    (tmp_path / ".graph.lock").symlink_to(target)
+    with pytest.raises(OSError, match="symbolic link"):
+        load_or_build(tmp_path / "graph", lambda: tiny_graph(num_nodes=10))
+    assert target.read_text() == "keep me"
+
+
+def test_a_refused_run_leaves_the_last_run_as_it_was_and_a_new_one_moves_all_of_it(
+        tmp_path, capsys):
+    run = tmp_path / "run"
+    assert cli.main(_train_args(run)) == 0
+    make_report(run)                                     # the charts of `gnnsys report`
+    (run / "notes.txt").write_text("the user's")         # not gnnsys's: stays where it is
+    before = _files(run)
+    assert {f"{c}.png" for c in CHARTS} & set(before) and "config.yaml" in before
+
+    assert cli.main(_train_args(run, "--set", "dataset.name=no-such-graph")) == 2
+    assert "no-such-graph" in capsys.readouterr().err
+    assert _files(run) == before                         # nothing moved, nothing written
+
+    assert cli.main(_train_args(run)) == 0               # a repeated run
+    [kept] = (run / "previous").iterdir()
+    assert _files(kept) == {k: v for k, v in before.items() if k != "notes.txt"}
+    assert not list(run.glob("*.png")) and (run / "notes.txt").read_text() == "the user's"
+
+
+def test_a_run_moves_every_file_of_the_old_run_aside(tmp_path):
+    old = ["metrics.jsonl", "checkpoint.pt", "config.yaml", "tensorboard/events",
+           *(f"{c}.png" for c in CHARTS)]
+    for name in old:
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(name)
+    RunDir(tmp_path).start(resume=False, also=[f"{c}.png" for c in CHARTS])
+    [kept] = (tmp_path / "previous").iterdir()
+    assert set(_files(kept)) == set(old) and set(_files(tmp_path)) == {
+        f"previous/{kept.name}/{name}" for name in old}
+
+
+def test_a_short_metrics_write_is_an_error_naming_the_file(tmp_path, monkeypatch):
+    run, write = RunDir(tmp_path), os.write
+    with monkeypatch.context() as m:                   # the disk fills mid-record
+        m.setattr(os, "write", lambda fd, data: write(fd, data[:7]))
+        with pytest.raises(OSError) as short:
+            run.log("epoch", {"epoch": 0, "loss": 1.0})
+    with monkeypatch.context() as m:                   # ... or before it
+        m.setattr(os, "write", lambda fd, data: (_ for _ in ()).throw(
+            OSError(errno.ENOSPC, "No space left on device")))
+        with pytest.raises(OSError) as none:
+            run.log("epoch", {"epoch": 0, "loss": 1.0})
+    for err in short.value, none.value:
+        assert err.errno == errno.ENOSPC and err.filename == str(tmp_path / "metrics.jsonl")
+        code, line = cli.explain(err)
+        assert code == 1 and line.startswith(f"no space left on the device holding {tmp_path}")
+
+
+def test_a_full_disk_under_the_data_root_names_the_file(tmp_path):
+    """numpy's own error is `OSError: N requested and M written`, naming no file."""
+    code = ("import errno, resource, signal, sys\n"
+            "from gnnsys.datasets.cache import load_or_build\n"
+            "from gnnsys.testing import tiny_graph\n"
+            "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+            "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.RLIM_INFINITY))\n"
+            "try:\n"
+            "    load_or_build(sys.argv[1], lambda: tiny_graph(num_nodes=5000))\n"
+            "except OSError as err:\n"
+            "    print(err.errno == errno.ENOSPC, err.filename)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "graph")],
+                         capture_output=True, text=True, timeout=120)
+    ok, filename = out.stdout.split()
+    assert ok == "True" and filename.endswith(".npy") and filename.startswith(str(tmp_path))
+    assert [p.name for p in tmp_path.iterdir()] == [".graph.lock"]   # no temp left behind
