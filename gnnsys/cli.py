@@ -84,10 +84,11 @@ def _report(args) -> int:
 def _predict(args) -> int:
     from .result import load_run
     result = load_run(args.run_dir)
-    table = result.predict(args.split, out=args.out, workers=args.workers)
+    table = result.predict(args.split, out=args.out, workers=args.workers, nodes=args.nodes)
     labelled = table["label"] >= 0
     correct = (table["pred"] == table["label"])[labelled].mean() if labelled.any() else None
-    print(f"{args.out}: {len(table['node_id'])} predictions ({args.split} nodes)"
+    which = "listed" if args.nodes else args.split
+    print(f"{args.out}: {len(table['node_id'])} predictions ({which} nodes)"
           + (f", accuracy {correct:.4f} on the {labelled.sum()} labelled" if correct is not None
              else ""))
     return 0
@@ -147,6 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--out", required=True, help="a .parquet or .npz file to write")
     predict.add_argument("--split", default="all", choices=("all", "train", "val", "test"),
                          help="which nodes (default: every node)")
+    predict.add_argument("--nodes", type=int, nargs="+", metavar="ID",
+                         help="these node ids instead, in this order")
     predict.add_argument("--workers", type=int,
                          help="infer on this many workers (default: the run's cluster.workers)")
     predict.set_defaults(func=_predict)

@@ -33,9 +33,11 @@ class RunResult(dict):
     def model(self) -> torch.nn.Module:
         return load_model(self.config, self.run_dir, self.device, self._graph)
 
-    def predict(self, split: str = "all", out=None, workers: int | None = None) -> dict:
-        """Class scores and the predicted class of every node ("all") or of a split's
-        (train / val / test), by the run's selected model with the exact layer-wise
+    def predict(self, split: str = "all", out=None, workers: int | None = None,
+                nodes=None) -> dict:
+        """Class scores and the predicted class of every node ("all"), of a split's
+        (train / val / test) or of the node ids in `nodes` (in that order), by the run's
+        selected model with the exact layer-wise
         inference evaluation uses, on the run's workers (or `workers`: each infers its own
         part), sorted by dataset node id: {"node_id", "pred", "scores", "label"} arrays.
         `out`: also written there atomically, as .npz or .parquet (docs/DATA.md, "Predictions")."""
@@ -55,11 +57,14 @@ class RunResult(dict):
                 config, cluster=dataclasses.replace(config.cluster, workers=workers),
                 partition=dataclasses.replace(config.partition, num_parts=None))
         state = best_state(config, self.run_dir)
+        split = "all" if nodes is not None else split
         got = launch(_predict_worker, config, state, split, *cls.prepare(config, self._graph))[0]
         order = np.argsort(got["node_id"].numpy(), kind="stable")
         scores = got["logits"][order]
         table = {"node_id": got["node_id"].numpy()[order], "pred": scores.argmax(1).numpy(),
                  "scores": scores.numpy(), "label": got["labels"].numpy()[order]}
+        if nodes is not None:
+            table = _select(table, np.asarray(nodes, dtype=np.int64).reshape(-1))
         if out is not None:
             write_table(out, table)
         return table
@@ -124,6 +129,18 @@ def best_state(config, run_dir: Path) -> dict:
                           f"config.yaml says (they differ at {', '.join(foreign)}); restore the "
                           "run directory as training left it")
     return state["best"]
+
+
+def _select(table: dict, nodes: np.ndarray) -> dict:
+    """The rows of `nodes` (dataset node ids) in a table sorted by node id."""
+    ids = table["node_id"]
+    rows = np.minimum(np.searchsorted(ids, nodes), len(ids) - 1)
+    unknown = nodes[ids[rows] != nodes]
+    if len(unknown):
+        raise ConfigError(f"node id {unknown[0]} is not in the run's dataset (ids {ids[0]}.."
+                          f"{ids[-1]}, {len(ids)} nodes); {len(unknown)} of the "
+                          f"{len(nodes)} ids asked for are unknown")
+    return {k: v[rows] for k, v in table.items()}
 
 
 def _predict_worker(ctx, config, state, split, *prepared) -> dict:

@@ -120,6 +120,18 @@ def test_predict_from_the_command_line(tmp_path, capsys):
     assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.npz"),
                  "--split", "val"]) == 0
     assert "predictions (val nodes), accuracy" in capsys.readouterr().out
+    assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "n.npz"),
+                 "--nodes", "7", "3", "7"]) == 0
+    with np.load(tmp_path / "n.npz") as listed:
+        everything = gnnsys.load_run(tmp_path / "run").predict()
+        assert listed["node_id"].tolist() == [7, 3, 7]
+        assert np.array_equal(listed["scores"], everything["scores"][[7, 3, 7]])
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "u.npz"),
+                 "--nodes", "3", "99999"]) == 2
+    err = capsys.readouterr().err
+    assert "node id 99999 is not in the run's dataset" in err and err.count("\n") == 1
+    assert not (tmp_path / "u.npz").exists()
     assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.csv")]) == 2
     assert "predictions are written as .npz or .parquet" in capsys.readouterr().err
     assert not (tmp_path / "p.csv").exists()
