@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import os
 import typing
 from dataclasses import dataclass, field
@@ -284,11 +285,12 @@ RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v
          "in [0, 1)": lambda v: 0 <= v < 1}
 
 
+@functools.cache                        # the schema is fixed: walked once
 def fields(cls=None, prefix: str = "") -> dict:
     """Dotted key -> dataclasses.Field of every leaf setting (sections walked)."""
-    out = {}
+    out, hints = {}, typing.get_type_hints(cls or Config)
     for f in dataclasses.fields(cls or Config):
-        hint = typing.get_type_hints(cls or Config)[f.name]
+        hint = hints[f.name]
         if dataclasses.is_dataclass(hint):
             out.update(fields(hint, f"{prefix}{f.name}."))
         else:

@@ -23,10 +23,8 @@ NORMS = {"none": {}, "layer": {"norm": "layer_norm", "norm_kwargs": {"mode": "no
 def export_pyg(result, path=None) -> dict:
     """The run's model as {"class", "kwargs", "state_dict", "features"}, written to `path`
     atomically when given: torch_geometric.nn.<class>(**kwargs) loads the state_dict."""
-    import io
-
     import torch_geometric.nn as pyg_nn
-    from .runlog import atomic_write_bytes
+    from .runlog import atomic_torch_save
     config = result.config
     m, d = config.model, config.dataset
     if config.mode != "minibatch" or m.residual:
@@ -48,9 +46,7 @@ def export_pyg(result, path=None) -> dict:
     saved = {"class": CLASSES[m.arch], "kwargs": kwargs, "state_dict": pyg.state_dict(),
              "features": features}
     if path is not None:
-        buf = io.BytesIO()
-        torch.save(saved, buf)
-        atomic_write_bytes(path, buf.getvalue())
+        atomic_torch_save(path, saved)
     return saved
 
 

@@ -101,16 +101,8 @@ def load_model(config, run_dir: Path, device, graph=None) -> torch.nn.Module:
         config, cluster=dataclasses.replace(config.cluster, workers=1),
         partition=dataclasses.replace(config.partition, num_parts=None),
         train=dataclasses.replace(config.train, device=device.type, progress=False))
-    cls = mode_class(one.mode)
-    mode = cls(WorkerContext.single(device), one, *cls.prepare(one, graph))
-    model = mode.build_model()
-    try:
-        model.load_state_dict(state["model"])
-    except RuntimeError as err:
-        raise ConfigError(f"the dataset of the run in {run_dir} no longer matches its model "
-                          f"({' '.join(str(err).split())[:200]}); restore the data it was "
-                          "trained on") from None
-    return model.eval()
+    prepared = mode_class(one.mode).prepare(one, graph)
+    return restored_mode(WorkerContext.single(device), one, state, *prepared).model.eval()
 
 
 def best_state(config, run_dir: Path) -> dict:
@@ -143,14 +135,25 @@ def _select(table: dict, nodes: np.ndarray) -> dict:
     return {k: v[rows] for k, v in table.items()}
 
 
-def _predict_worker(ctx, config, state, split, *prepared) -> dict:
-    """One rank of `RunResult.predict`: its mode with the selected weights, every rank's
-    outputs of `split` gathered."""
+def restored_mode(ctx, config, state: dict, *prepared):
+    """This rank's mode with the selected snapshot `state` loaded into its model (`.model`)
+    and its own state; a model the run's data no longer fits is one line."""
     from .mode import mode_class
-    from .training import gather_outputs
     mode = mode_class(config.mode)(ctx, config, *prepared)
-    mode.build_model().load_state_dict(state["model"])
+    try:
+        mode.build_model().load_state_dict(state["model"])
+    except RuntimeError as err:
+        raise ConfigError(f"the dataset of the run in {config.run.dir} no longer matches its "
+                          f"model ({' '.join(str(err).split())[:200]}); restore the data it "
+                          "was trained on") from None
     mode.load_state_dict(state["mode"])
+    return mode
+
+
+def _predict_worker(ctx, config, state, split, *prepared) -> dict:
+    """One rank of `RunResult.predict`: every rank's outputs of `split` gathered."""
+    from .training import gather_outputs
+    mode = restored_mode(ctx, config, state, *prepared)
     return gather_outputs(ctx.comm, mode.predict((split,)))[split]
 
 

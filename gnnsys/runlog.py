@@ -57,6 +57,14 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def atomic_torch_save(path: str | os.PathLike, obj) -> None:
+    """torch.save of tensors and plain data (what weights_only=True loads), atomically."""
+    import io
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
 class RunDir:
     """One run's directory. Only rank 0 should write (pass `writer=False` elsewhere)."""
 
@@ -175,10 +183,7 @@ class RunDir:
         """Write `state` (must hold 'epoch') atomically; a crash mid-write keeps the old one."""
         path = self.path / CHECKPOINT
         if self.writer:
-            import io
-            buf = io.BytesIO()
-            torch.save(state, buf)
-            atomic_write_bytes(path, buf.getvalue())
+            atomic_torch_save(path, state)
         return path
 
     def load_checkpoint(self) -> dict | None:

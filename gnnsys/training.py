@@ -264,8 +264,9 @@ class TrainingLoop:
         result.update(self.evaluate(self.mode.final_splits))
         # the latest epoch's test metric beside the selected one's (e.g. AdaQP's adaptive
         # bit-widths act late, after the first 8-bit cycle)
-        result.update({f"{k}_last": v for k, v in self.last_eval.items()
-                       if k == f"test_{self.mode.metric}"})
+        test = f"test_{self.mode.metric}"
+        if test in self.last_eval:
+            result[f"{test}_last"] = self.last_eval[test]
         result.update(self.mode.final_metrics())
         result["peak_rss_mb"] = self._peak_memory()
         self.run_dir.log("final", result)
