@@ -4,7 +4,8 @@
     gnnsys datasets [--root DIR]
     gnnsys partition --config run.yaml [--force] [--verify]
     gnnsys report RUN_DIR [--out DIR]
-    gnnsys predict RUN_DIR --out FILE
+    gnnsys predict RUN_DIR --out FILE [--split S | --nodes ID ... | --queries FILE |
+                                       --embeddings-at T]
     gnnsys export RUN_DIR --out model.pt
 
 A failure is one line on stderr (exit 2 for bad input); --debug or GNNSYS_DEBUG=1 adds
@@ -84,6 +85,17 @@ def _report(args) -> int:
 def _predict(args) -> int:
     from .result import load_run
     result = load_run(args.run_dir)
+    if args.embeddings_at is not None:
+        table = result.embeddings(args.embeddings_at, nodes=args.nodes, out=args.out,
+                                  workers=args.workers)
+        print(f"{args.out}: {len(table['node_id'])} embeddings of dimension "
+              f"{table['embedding'].shape[1]} as of t={args.embeddings_at:g}")
+        return 0
+    if args.queries is not None:
+        table = result.predict(out=args.out, workers=args.workers, queries=args.queries)
+        print(f"{args.out}: scores of {len(table['score'])} query events (mean probability "
+              f"{table['prob'].mean():.4f})")
+        return 0
     table = result.predict(args.split, out=args.out, workers=args.workers, nodes=args.nodes)
     labelled = table["label"] >= 0
     correct = (table["pred"] == table["label"])[labelled].mean() if labelled.any() else None
@@ -143,13 +155,19 @@ def build_parser() -> argparse.ArgumentParser:
     report.set_defaults(func=_report)
 
     predict = sub.add_parser("predict", parents=[common],
-                             help="write a finished run's class scores and predicted classes")
+                             help="write a finished run's class scores and predicted classes, or a "
+                             "temporal run's query scores or node embeddings")
     predict.add_argument("run_dir", help="the run directory (run.dir of its config)")
     predict.add_argument("--out", required=True, help="a .parquet or .npz file to write")
     predict.add_argument("--split", default="all", choices=("all", "train", "val", "test"),
                          help="which nodes (default: every node)")
     predict.add_argument("--nodes", type=int, nargs="+", metavar="ID",
                          help="these node ids instead, in this order")
+    predict.add_argument("--queries", metavar="FILE",
+                         help="temporal runs: score these events (.csv / .npz / .parquet with "
+                         "columns src, dst, t)")
+    predict.add_argument("--embeddings-at", type=float, metavar="T",
+                         help="temporal runs: every node's embedding (or --nodes') as of time T")
     predict.add_argument("--workers", type=int,
                          help="infer on this many workers (default: the run's cluster.workers)")
     predict.set_defaults(func=_predict)

@@ -34,40 +34,107 @@ class RunResult(dict):
         return load_model(self.config, self.run_dir, self.device, self._graph)
 
     def predict(self, split: str = "all", out=None, workers: int | None = None,
-                nodes=None) -> dict:
-        """Class scores and the predicted class of every node ("all"), of a split's
-        (train / val / test) or of the node ids in `nodes` (in that order), by the run's
-        selected model with the exact layer-wise
-        inference evaluation uses, on the run's workers (or `workers`: each infers its own
-        part), sorted by dataset node id: {"node_id", "pred", "scores", "label"} arrays.
-        `out`: also written there atomically, as .npz or .parquet (docs/DATA.md, "Predictions")."""
-        from .distributed import launch
+                nodes=None, queries=None) -> dict:
+        """Node modes: class scores and the predicted class of every node ("all"), of a
+        split's (train / val / test) or of the node ids in `nodes` (in that order), by the
+        run's selected model with the exact layer-wise inference evaluation uses, on the
+        run's workers (or `workers`: each infers its own part), in the dataset's node
+        order: {"node_id", "pred", "scores", "label"} arrays.
+        Temporal: the logit and probability of each query event in `queries` (a file, or
+        a mapping, with columns src, dst, t; replayed as the final evaluation ran):
+        {"src", "dst", "t", "score", "prob"} in the queries' order.
+        Node ids are the dataset's own (a bundle's `node_ids`, else its rows). `out`:
+        also written there atomically, as .npz or .parquet (docs/DATA.md, "Predictions")."""
         from .mode import mode_class
         if split not in ("all", "train", "val", "test"):
             raise ConfigError(f"split {split!r}: use all, train, val or test")
         if out is not None:
             table_format(out)                # a bad --out fails before any inference
-        cls = mode_class(self.config.mode)
-        if cls.task != "node_classification":
-            raise ConfigError(f"predictions of mode '{self.config.mode}' are not written yet; "
-                              "a temporal run's model is result.model")
+        temporal = mode_class(self.config.mode).task == "link_prediction"
+        if temporal != (queries is not None):
+            raise ConfigError("a temporal run predicts query events: give queries (gnnsys "
+                              "predict --queries FILE, columns src, dst, t; docs/DATA.md)"
+                              if temporal else "queries are for temporal runs; this run's "
+                              f"mode is {self.config.mode}: predict a split or node ids")
+        if temporal:
+            table = self._score_queries(read_queries(queries), workers)
+        else:
+            table = self._classify(split, nodes, workers)
+        if out is not None:
+            write_table(out, table)
+        return table
+
+    def embeddings(self, at: float, nodes=None, out=None, workers: int | None = None) -> dict:
+        """Temporal: the embedding the link scorer reads, of every node (or of the node
+        ids in `nodes`), as of dataset time `at`: {"node_id", "embedding"}."""
+        from .mode import mode_class
+        if mode_class(self.config.mode).task != "link_prediction":
+            raise ConfigError("embeddings as of a time are for temporal runs; this run's mode "
+                              f"is {self.config.mode}")
+        if out is not None:
+            table_format(out)
+        config, prepared, ids = self._prepared(workers)
+        events = prepared[0]
+        rows = np.arange(events.num_nodes) if nodes is None else \
+            node_rows(np.asarray(nodes).reshape(-1), ids, events.num_nodes)
+        _check_times(np.array([at], dtype=np.float64), events)
+        got = self._run_queries(config, prepared, "embed_nodes", (rows, float(at)))
+        table = {"node_id": rows if ids is None else ids[rows], "embedding": got["embedding"]}
+        if out is not None:
+            write_table(out, table)
+        return table
+
+    def _prepared(self, workers):
+        """(the run's config on `workers`, what its mode's workers take, node ids)."""
+        from .datasets.registry import dataset_node_ids
+        from .mode import mode_class
         config = self.config
         if workers is not None:
             config = dataclasses.replace(
                 config, cluster=dataclasses.replace(config.cluster, workers=workers),
                 partition=dataclasses.replace(config.partition, num_parts=None))
+        cls = mode_class(config.mode)
+        d = config.dataset
+        ids = getattr(self._graph, "node_ids", None) if self._graph is not None else \
+            dataset_node_ids(d.name, root=d.root, path=d.path, task=cls.task)
+        return config, cls.prepare(config, self._graph), ids
+
+    def _classify(self, split, nodes, workers) -> dict:
+        from .distributed import launch
+        config, prepared, ids = self._prepared(workers)
         state = best_state(config, self.run_dir)
         split = "all" if nodes is not None else split
-        got = launch(_predict_worker, config, state, split, *cls.prepare(config, self._graph))[0]
+        got = launch(_predict_worker, config, state, split, *prepared)[0]
         order = np.argsort(got["node_id"].numpy(), kind="stable")
         scores = got["logits"][order]
-        table = {"node_id": got["node_id"].numpy()[order], "pred": scores.argmax(1).numpy(),
+        rows = got["node_id"].numpy()[order]
+        table = {"node_id": rows, "pred": scores.argmax(1).numpy(),
                  "scores": scores.numpy(), "label": got["labels"].numpy()[order]}
         if nodes is not None:
-            table = _select(table, np.asarray(nodes, dtype=np.int64).reshape(-1))
-        if out is not None:
-            write_table(out, table)
+            wanted = node_rows(np.asarray(nodes).reshape(-1), ids, len(rows))
+            table = {k: v[wanted] for k, v in table.items()}   # "all": row r is node r
+            rows = table["node_id"]
+        if ids is not None:
+            table["node_id"] = ids[rows]
         return table
+
+    def _score_queries(self, queries: dict, workers) -> dict:
+        config, prepared, ids = self._prepared(workers)
+        events = prepared[0]
+        src, dst = (node_rows(queries[c], ids, events.num_nodes, f"queries' {c}")
+                    for c in ("src", "dst"))
+        _check_times(queries["t"], events)
+        got = self._run_queries(config, prepared, "score_queries", (src, dst, queries["t"]))
+        score = got["score"].astype(np.float32)
+        return {**queries, "score": score, "prob": 1 / (1 + np.exp(-score.astype(np.float64)))}
+
+    def _run_queries(self, config, prepared, method: str, args: tuple) -> dict:
+        """`TemporalMode.<method>(*args)` on the run's workers, in the queries' order."""
+        from .distributed import launch
+        state = best_state(config, self.run_dir)
+        got = launch(_query_worker, config, state, method, args, *prepared)[0]
+        order = np.argsort(got.pop("query"), kind="stable")
+        return {k: v[order] for k, v in got.items()}
 
     def export_pyg(self, path=None) -> dict:
         """The model as torch_geometric.nn's GraphSAGE / GCN / GAT (gnnsys/export.py)."""
@@ -123,16 +190,98 @@ def best_state(config, run_dir: Path) -> dict:
     return state["best"]
 
 
-def _select(table: dict, nodes: np.ndarray) -> dict:
-    """The rows of `nodes` (dataset node ids) in a table sorted by node id."""
-    ids = table["node_id"]
-    rows = np.minimum(np.searchsorted(ids, nodes), len(ids) - 1)
-    unknown = nodes[ids[rows] != nodes]
+def node_rows(nodes: np.ndarray, ids: np.ndarray | None, num_nodes: int,
+              what: str = "node id") -> np.ndarray:
+    """The dataset rows of node ids `nodes` (`ids`: each row's id; None: rows are ids);
+    an unknown id is one line."""
+    nodes = np.asarray(nodes)
+    if nodes.dtype.kind not in "iu":
+        raise ConfigError(f"{what}s must be integers, got {nodes.dtype}")
+    if ids is None:
+        rows, known = nodes.astype(np.int64), (nodes >= 0) & (nodes < num_nodes)
+        span = f"0..{num_nodes - 1}"
+    else:
+        order = np.argsort(ids, kind="stable")
+        at = np.minimum(np.searchsorted(ids, nodes, sorter=order), len(ids) - 1)
+        rows = order[at]
+        known = ids[rows] == nodes
+        span = f"{ids.min()}..{ids.max()}, not contiguous" if len(ids) else "none"
+    unknown = nodes[~known]
     if len(unknown):
-        raise ConfigError(f"node id {unknown[0]} is not in the run's dataset (ids {ids[0]}.."
-                          f"{ids[-1]}, {len(ids)} nodes); {len(unknown)} of the "
-                          f"{len(nodes)} ids asked for are unknown")
-    return {k: v[rows] for k, v in table.items()}
+        raise ConfigError(f"{what} {unknown[0]} is not in the run's dataset ({num_nodes} "
+                          f"nodes, ids {span}); {len(unknown)} of the {len(nodes)} ids given "
+                          "are unknown")
+    return rows
+
+
+QUERY_COLUMNS = ("src", "dst", "t")
+
+
+def read_queries(queries) -> dict:
+    """Query events {"src", "dst" (int64 node ids), "t" (float64)} from a mapping or a
+    .csv (a header naming the columns), .npz or .parquet file; a bad one is one line."""
+    if isinstance(queries, dict):
+        name, columns = "queries", dict(queries)
+    else:
+        name, columns = str(queries), _read_columns(Path(queries))
+    missing = [c for c in QUERY_COLUMNS if c not in columns]
+    if missing:
+        raise ConfigError(f"{name} has no column {missing[0]!r}; query events need columns "
+                          "src, dst, t (docs/DATA.md)")
+    out = {c: np.asarray(columns[c]).reshape(-1) for c in QUERY_COLUMNS}
+    if not len(out["src"]) or len({len(v) for v in out.values()}) != 1:
+        raise ConfigError(f"{name}: src, dst and t must be equally long and not empty "
+                          f"(got {', '.join(str(len(v)) for v in out.values())})")
+    for c in ("src", "dst"):
+        v = out[c]
+        if v.dtype.kind == "f" and np.all(np.isfinite(v)) and np.all(v == np.round(v)):
+            v = v.astype(np.int64)          # a CSV reads every column as float
+        if v.dtype.kind not in "iu":
+            raise ConfigError(f"{name}: column {c!r} must hold integer node ids, "
+                              f"got {v.dtype}")
+        out[c] = v.astype(np.int64)
+    if out["t"].dtype.kind not in "iuf" or not np.all(np.isfinite(out["t"])):
+        raise ConfigError(f"{name}: column 't' must hold finite times")
+    out["t"] = out["t"].astype(np.float64)
+    return out
+
+
+def _read_columns(path: Path) -> dict:
+    if not path.is_file():
+        raise ConfigError(f"{path}: no such query file")
+    try:
+        if path.suffix == ".csv":
+            header, *rows = path.read_text().splitlines() or [""]
+            names = [h.strip() for h in header.split(",")]
+            data = np.loadtxt(rows, delimiter=",", ndmin=2, dtype=np.float64) if rows else \
+                np.zeros((0, len(names)))
+            if data.shape[1] != len(names):
+                raise ValueError(f"{data.shape[1]} values a row under {len(names)} names")
+            return {name: data[:, i] for i, name in enumerate(names)}
+        if path.suffix == ".npz":
+            with np.load(path, allow_pickle=False) as data:
+                return {k: data[k] for k in data.files}
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+            return {k: v.to_numpy() for k, v in pq.read_table(path).to_pydict().items()}
+    except ImportError:
+        raise ConfigError(f"{path}: reading .parquet needs pyarrow (pip install "
+                          '"gnnsys[predict]"); or write the queries as .csv or .npz') from None
+    except (ValueError, OSError) as err:
+        raise ConfigError(f"{path} is not a readable query file ({' '.join(str(err).split())}"
+                          "); write columns src, dst, t as .csv, .npz or .parquet") from None
+    raise ConfigError(f"{path}: query files are .csv (a header src,dst,t), .npz or .parquet")
+
+
+def _check_times(t: np.ndarray, events) -> None:
+    """Query times start at validation's end: the memory the checkpoint holds is as of then."""
+    lo, hi = events.val
+    start = events.t0 + (events.t[hi - 1] if hi > lo else 0.0)
+    early = np.flatnonzero(t < start)
+    if len(early):
+        raise ConfigError(f"query time t={t[early[0]]:g} (row {early[0]}) is before the end of "
+                          f"the run's validation events (t={start:g}): the run's memory is "
+                          "as of then, so queries start there")
 
 
 def restored_mode(ctx, config, state: dict, *prepared):
@@ -157,9 +306,20 @@ def _predict_worker(ctx, config, state, split, *prepared) -> dict:
     return gather_outputs(ctx.comm, mode.predict((split,)))[split]
 
 
+def _query_worker(ctx, config, state, method, args, *prepared) -> dict:
+    """One rank of a temporal query: every rank's share gathered."""
+    from .training import gather_outputs
+    mode = restored_mode(ctx, config, state, *prepared)
+    return gather_outputs(ctx.comm, {"q": getattr(mode, method)(*args)})["q"]
+
+
+# the columns a 2-d array becomes in a .parquet file: <prefix>_0, <prefix>_1, ...
+COLUMN_PREFIX = {"scores": "score", "embedding": "embedding"}
+
+
 def write_table(path, table: dict) -> None:
-    """`table` as .npz (arrays as they are) or .parquet (one column per array; `scores`
-    as score_0, score_1, ...), written atomically."""
+    """`table` as .npz (arrays as they are) or .parquet (one column per array; a 2-d one
+    as <prefix>_0, <prefix>_1, ..., COLUMN_PREFIX), written atomically."""
     import io
     from .runlog import atomic_write_bytes
     buf = io.BytesIO()
@@ -168,9 +328,12 @@ def write_table(path, table: dict) -> None:
     else:
         import pyarrow as pa
         import pyarrow.parquet as pq
-        columns = {k: v for k, v in table.items() if k != "scores"}
-        columns.update({f"score_{c}": table["scores"][:, c]
-                        for c in range(table["scores"].shape[1])})
+        columns = {}
+        for name, v in table.items():
+            if v.ndim == 2:
+                columns.update({f"{COLUMN_PREFIX[name]}_{c}": v[:, c] for c in range(v.shape[1])})
+            else:
+                columns[name] = v
         pq.write_table(pa.table(columns), buf)
     atomic_write_bytes(path, buf.getvalue())
 

@@ -95,6 +95,31 @@ def read_bundle(path: Path, task: str) -> dict:
     return arrays
 
 
+def node_ids(path: Path) -> np.ndarray | None:
+    """The bundle's `node_ids` (the user's id of each node), read alone, or None."""
+    path = Path(path)
+    if path.is_dir():
+        file = path / "node_ids.npy"
+        return np.load(file, allow_pickle=False).astype(np.int64) if file.exists() else None
+    with np.load(path, allow_pickle=False) as data:
+        return data["node_ids"].astype(np.int64) if "node_ids" in data.files else None
+
+
+def _check_node_ids(arrays: dict, num_nodes: int) -> None:
+    """`node_ids`, if present: one distinct integer per node."""
+    if "node_ids" not in arrays:
+        return
+    ids = arrays["node_ids"]
+    if ids.shape != (num_nodes,) or ids.dtype.kind not in "iu":
+        raise ValueError(f"array 'node_ids' has shape {ids.shape} and dtype {ids.dtype}; "
+                         f"expected ({num_nodes},) integers, each node's own id")
+    ordered = np.sort(ids)
+    repeated = ordered[1:][ordered[1:] == ordered[:-1]]
+    if len(repeated):
+        raise ValueError(f"array 'node_ids' gives id {repeated[0]} to more than one node; "
+                         "each node needs an id of its own")
+
+
 def _built(path: Path, make):
     """`make()`, with a bundle whose arrays disagree (lengths, ids) named as the file's fault."""
     try:
@@ -115,6 +140,7 @@ def load_static_bundle(name: str, entry: dict, path: Path, arrays: dict, split: 
     graph = Graph.from_edge_index(arrays["edge_index"], num_nodes, y=labels,
                                   num_classes=num_classes, name=name,
                                   metric=entry.get("metric", "accuracy"))
+    _check_node_ids(arrays, num_nodes)
     graph.x, feature_note = _static_features(arrays, graph)
     split_note = _assign_split(graph, arrays, name, split, entry, dict(params or {}))
     graph.meta = {"source": "bundle", "file": str(path), "split": split,
@@ -216,7 +242,7 @@ def load_temporal_bundle(name: str, entry: dict, path: Path, arrays: dict,
                            "is out of range (use 0)")
     src, dst = arrays["src"].astype(np.int64), arrays["dst"].astype(np.int64)
     bipartite = bool(arrays.get("bipartite", False))
-    return TemporalGraph(
+    graph = TemporalGraph(
         src=src, dst=dst, t=arrays["t"],
         num_nodes=int(arrays["num_nodes"]) if "num_nodes" in arrays else
         int(max(src.max(initial=-1), dst.max(initial=-1))) + 1,
@@ -227,6 +253,8 @@ def load_temporal_bundle(name: str, entry: dict, path: Path, arrays: dict,
         name=name, metric=entry.get("metric", "ap"), edge_label=arrays.get("label"),
         node_label=arrays["node_label"].astype(np.int64) if "node_label" in arrays else None,
         meta={"source": "bundle", "file": str(path)})
+    _check_node_ids(arrays, graph.num_nodes)
+    return graph
 
 
 # ----------------------------------------------------------------------------- registry hooks

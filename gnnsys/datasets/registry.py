@@ -151,6 +151,17 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, split: int = 
     return module.load(name, entry, data_root(root), split=split, params=params or {})
 
 
+def dataset_node_ids(name: str, root: str | os.PathLike | None = None,
+                     path: str | None = None, task: str | None = None):
+    """The user's id of each node (a bundle's `node_ids`, docs/DATA.md), or None: the
+    dataset's node ids are its rows."""
+    entry = dataset_entry(name, path, task)
+    if entry["source"] != "bundle":
+        return None
+    from gnnsys.datasets.bundles import node_ids, require_bundle
+    return node_ids(require_bundle(name, entry["file"], data_root(root)))
+
+
 def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
     """Every registry entry with whether it can be loaded now and where its files live."""
     base = data_root(root)

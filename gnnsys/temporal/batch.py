@@ -165,9 +165,25 @@ class BatchPlanner:
                               events=np.arange(a, b, dtype=np.int64), src=ev.src[a:b],
                               dst=ev.dst[a:b], time=ev.t[a:b],
                               negatives=negatives[a - lo:b - lo], neighbors=None)
+        return self._sampled(batch, phase, epoch)
+
+    def query_batch(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray,
+                    epoch: int) -> PreparedBatch:
+        """Query events (src, dst at float64 times since the first event) as the test
+        phase of `epoch` prepares its events (same neighbours for the same (vertex,
+        time)), without negatives; its `events` are placeholders: nothing is written back."""
+        b = len(src)
+        batch = PreparedBatch(index=-1, global_size=max(b, 1), events=np.zeros(b, np.int64),
+                              src=src, dst=dst, time=time,
+                              negatives=np.zeros((b, 0), dtype=np.int64), neighbors=None)
+        return self._sampled(batch, "test", epoch)
+
+    def _sampled(self, batch: PreparedBatch, phase: str, epoch: int) -> PreparedBatch:
+        """`batch` with the neighbours and pair history its roots need."""
+        num_negatives = batch.negatives.shape[1]
         if self.uses_neighbors:
             seed = (self.seed * 1_000_003 + PHASES[phase]) * 1_000_003 + epoch
-            batch.neighbors = sample_neighbors(ev.csr, batch.roots, batch.root_time,
+            batch.neighbors = sample_neighbors(self.events.csr, batch.roots, batch.root_time,
                                                self.num_neighbors, self.strategy, seed=seed)
         if self.pairs is not None:
             b, n = len(batch.src), num_negatives

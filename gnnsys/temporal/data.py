@@ -19,6 +19,7 @@ class TemporalEvents:
     src: np.ndarray                 # int64 [E]
     dst: np.ndarray                 # int64 [E]
     t: np.ndarray                   # float64 [E], seconds since the first event
+    t0: float                       # the first event's time in the dataset's own units
     edge_feat: torch.Tensor | None  # float32 [E, d] (replicated: the T-CSR host copy)
     node_feat: np.ndarray | None    # float32 [N, F] (partitioned to owners by the store)
     csr: TemporalCSR
@@ -93,6 +94,7 @@ def prepare_events(graph, edge_feat_dim: int = 0) -> TemporalEvents:
 
     return TemporalEvents(
         name=name, num_nodes=num_nodes, src=src, dst=dst, t=t,
+        t0=float(t_raw[0]) if len(t_raw) else 0.0,
         edge_feat=None if edge_feat is None else torch.from_numpy(edge_feat),
         node_feat=node_feat, csr=build_temporal_csr(src, dst, t, num_nodes),
         train=train, val=val, test=test, negatives=negatives,

@@ -89,14 +89,16 @@ class MemoryExchange:
             self.stats.bytes_naive += occurrences * row_bytes
 
     # ----------------------------------------------------------------------- fetch
-    def fetch(self, needed: np.ndarray) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
+    def fetch(self, needed: np.ndarray, writes_back: bool = True
+              ) -> tuple[np.ndarray, torch.Tensor, np.ndarray]:
         """Rows for the vertices in `needed` (with repeats): (unique ids, their rows on the
         store's device, inverse) with needed == ids[inverse]. Planning stays on the host;
-        the requested ids cross to the device once."""
+        the requested ids cross to the device once. `writes_back=False`: a read that
+        writes nothing after it (a prediction query)."""
         if self._awaiting_write_back:
             raise RuntimeError("fetch called before the previous batch's write_back: batch t+1 "
                                "would read memory that batch t has not written yet")
-        self._awaiting_write_back = True
+        self._awaiting_write_back = writes_back
         needed = np.asarray(needed, dtype=np.int64)
         ids, first, inverse = np.unique(needed, return_index=True, return_inverse=True)
         self.stats.occurrences += len(needed)

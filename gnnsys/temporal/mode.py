@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from samplers.temporal import batch_number
+from samplers.temporal import batch_number, shard
 
 from ..mode import Mode
 from ..prefetch import prefetched
@@ -120,20 +120,28 @@ class TemporalMode(Mode):
                 "events_per_s": round(train_events / max(self.train_s, 1e-9)
                                       / self.ctx.world_size, 1)}
 
-    def _forward(self, batch: PreparedBatch, train: bool):
-        """(loss, new memory and its time of the written roots, the moved batch,
-        (pos, neg) logits) of this worker's shard."""
-        _, rows, inverse = self.exchange.fetch(batch.needed)
+    def _embed(self, batch: PreparedBatch, train: bool, writes_back: bool = True):
+        """(embeddings of the roots, new memory and its time of the written roots, the
+        moved batch) of this worker's shard."""
+        _, rows, inverse = self.exchange.fetch(batch.needed, writes_back)
         f = self.layout.unpack_read(rows)
         moved = to_device(batch, inverse, self.device)
-        b, n_neg = len(batch.src), batch.negatives.shape[1]
         neighbors = moved.neighbors
         if neighbors is not None:
             neighbors["edge"] = None if self.edge_feat is None else \
                 self.edge_feat[neighbors["event"]]
         with torch.set_grad_enabled(train):
             h, memory, memory_ts = self.model.forward_roots(f, moved.root_index, moved.root_time,
-                                                            neighbors, num_written=2 * b)
+                                                            neighbors,
+                                                            num_written=2 * len(batch.src))
+        return h, memory, memory_ts, moved
+
+    def _forward(self, batch: PreparedBatch, train: bool, writes_back: bool = True):
+        """(loss, new memory and its time of the written roots, the moved batch,
+        (pos, neg) logits) of this worker's shard."""
+        h, memory, memory_ts, moved = self._embed(batch, train, writes_back)
+        b, n_neg = len(batch.src), batch.negatives.shape[1]
+        with torch.set_grad_enabled(train):
             h_src, h_dst = h[:b], h[b:2 * b]
             h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
             pair = self.model.encode_pairs(moved.pairs)
@@ -217,6 +225,77 @@ class TemporalMode(Mode):
         return {"pos": torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
                 "neg": torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
                 "events": np.concatenate(events) if events else np.zeros(0, dtype=np.int64)}
+
+    # ----------------------------------------------------------------------- queries
+    @torch.no_grad()
+    def score_queries(self, src: np.ndarray, dst: np.ndarray, t: np.ndarray) -> dict:
+        """This rank's share of the query events' logits ({"query": index, "score"}):
+        node rows src, dst at dataset times t, each scored as evaluation scores a test
+        event (`_replay`)."""
+        times = self._shifted(t)
+        queries, scores = [], []
+        for mine in self._replay(times):
+            batch = self.planner.query_batch(src[mine], dst[mine], times[mine],
+                                             self.config.train.epochs)
+            queries.append(mine)
+            scores.append(self._forward(batch, train=False, writes_back=False)[4][0])
+        # the scores leave the device once
+        return {"query": np.concatenate(queries), "score": torch.cat(scores).float().cpu().numpy()}
+
+    @torch.no_grad()
+    def embed_nodes(self, nodes: np.ndarray, t: float) -> dict:
+        """This rank's share of the embeddings the link scorer reads of node rows `nodes`
+        as of dataset time `t` ({"query": index into nodes, "embedding"}), replayed as
+        `_replay` says."""
+        times = np.full(len(nodes), self._shifted(t))
+        queries, embeddings = [], []
+        for mine in self._replay(times):
+            batch = self.planner.query_batch(nodes[mine], nodes[mine], times[mine],
+                                             self.config.train.epochs)
+            queries.append(mine)
+            embeddings.append(self._embed(batch, train=False, writes_back=False)[0][:len(mine)])
+        return {"query": np.concatenate(queries),
+                "embedding": torch.cat(embeddings).float().cpu().numpy()}
+
+    def _shifted(self, t):
+        """Dataset times as the event stream holds them (seconds after its first event)."""
+        return np.asarray(t, dtype=np.float64) - self.events.t0
+
+    def _replay(self, times: np.ndarray):
+        """Replays the test stream from the selected snapshot's memory (validation's end)
+        as the final evaluation does, and yields this rank's share of the queries due
+        before each test batch runs (then those due after the stream). A query at time t
+        is due at the batch holding the first event at or after t: it sees every earlier
+        batch and no event of its own, as a test event does, so a test event's own
+        (src, dst, t) scores as the evaluation scored it. Collective: every rank replays
+        the same batches and meets every due batch (its share may be empty)."""
+        self.model.eval()
+        lo, hi = self.events.test
+        num_batches = len(self.planner.batches("test"))
+        first = np.searchsorted(self.events.t[lo:hi], times, side="left")
+        due = np.minimum(first // self.config.sampler.batch_size, num_batches)
+        order = np.argsort(due, kind="stable")
+        bounds = np.searchsorted(due[order], np.arange(num_batches + 2))
+        last = int(due.max(initial=-1))
+        stream = prefetched(self.planner.epoch("test", self.config.train.epochs,
+                                               max(1, self.config.temporal.eval_negatives)),
+                            self.config.sampler.prefetch)
+        bar = progress(total=last, desc="replay", unit="batch",
+                       enabled=self.config.train.progress and self.ctx.is_main)
+        try:
+            for k in range(last + 1):
+                queued = order[bounds[k]:bounds[k + 1]]
+                if len(queued):
+                    a, b = shard(0, len(queued), self.ctx.rank, self.ctx.world_size)
+                    yield queued[a:b]
+                if k < last:
+                    batch = next(stream)
+                    _, memory, memory_ts, moved, _ = self._forward(batch, train=False)
+                    self._write_back(batch, moved, memory, memory_ts)
+                    bar.update(1)
+        finally:
+            stream.close()
+            bar.close()
 
     # ----------------------------------------------------------------------- state
     def state_dict(self) -> dict:

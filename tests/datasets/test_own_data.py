@@ -63,6 +63,33 @@ def test_doc_example_temporal_file_trains_by_path(doc_bundles):
     assert 0.0 <= metrics["test_ap"] <= 1.0
 
 
+def test_predictions_are_keyed_by_the_bundles_own_node_ids(doc_bundles):
+    """node_ids: the user's id of each node (not 0..N-1, not sorted) keys the predictions
+    and --nodes, through a 2-worker run whose parts relabel the rows."""
+    from gnnsys.cli import main
+    with np.load(doc_bundles / "my_graph.npz") as arrays:
+        bundle = dict(arrays)
+    ids = 10 ** 9 + 3 * np.random.default_rng(0).permutation(len(bundle["y"]))
+    np.savez(doc_bundles / "ids.npz", **bundle, node_ids=ids)
+    data = run_config(MINIBATCH, doc_bundles / "run", path="ids.npz")
+    data.update(cluster={"workers": 2, "launcher": "threads"},
+                partition={"dir": str(doc_bundles / "parts")})
+    result = gnnsys.Trainer(data).fit()
+    every = gnnsys.load_run(result.run_dir).predict()
+    assert every["node_id"].tolist() == ids.tolist()            # row r: the user's ids[r]
+    assert every["label"].tolist() == bundle["y"].tolist()
+    test = result.predict("test")
+    assert np.mean(test["pred"] == test["label"]) == pytest.approx(result["test_acc"], abs=1e-6)
+    assert main(["predict", str(result.run_dir), "--out", str(doc_bundles / "n.npz"),
+                 "--nodes", str(ids[7]), str(ids[3])]) == 0
+    with np.load(doc_bundles / "n.npz") as listed:
+        assert listed["node_id"].tolist() == [ids[7], ids[3]]
+        np.testing.assert_array_equal(listed["scores"], every["scores"][[7, 3]])
+    with pytest.raises(ConfigError, match=r"node id 7 is not in the run's dataset .*not "
+                                          "contiguous"):
+        result.predict(nodes=[7])
+
+
 def test_a_directory_of_npy_files_is_the_same_bundle(doc_bundles):
     folder = doc_bundles / "my_graph"
     folder.mkdir()
@@ -173,6 +200,10 @@ MALFORMED = {
                         ["sorted"]),
     "edge features per event": ({**TEMPORAL_EVENTS, "edge_feat": np.ones((2, 4))},
                                 "link_prediction", ["edge_feat has 2 rows"]),
+    "node ids repeated": ({**STATIC, "node_ids": np.array([5, 9, 5, 2])},
+                          "node_classification", ["'node_ids' gives id 5 to more than one"]),
+    "node ids per node": ({**TEMPORAL_EVENTS, "node_ids": np.array([3, 1])},
+                          "link_prediction", ["'node_ids' has shape (2,)", "(4,) integers"]),
     "bipartite without num_src_nodes": ({**TEMPORAL_EVENTS, "bipartite": np.array(True)},
                                         "link_prediction", ["no array 'num_src_nodes'"]),
 }

@@ -48,12 +48,15 @@ def _steady_state_faults(ctx, config):
 
 def test_a_ray_worker_reuses_the_memory_its_steps_free(tiny_parts, dist_config):
     # An actor's methods run on a pool thread: without one malloc arena from the worker
-    # process's start, every 128 MB block would be mmapped afresh (32,768 faults a step).
+    # process's start, every 128 MB block would be mmapped afresh (32,768 faults a step,
+    # 327,680 over the 10 measured). Ray's own threads share that one arena, and a small
+    # block of theirs landing above the freed one can make the heap grow once more
+    # (CI saw one such 32,768 on one rank): allow two re-grows, never one per step.
     import sys
     import ray.cloudpickle
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     faults = launch(_steady_state_faults, dist_config(tiny_parts))
-    assert all(f < 1000 for f in faults), faults
+    assert all(f <= 2 * 32_768 for f in faults), faults
 
 
 def _stuck_rank_one(ctx, config):

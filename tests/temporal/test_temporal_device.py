@@ -33,7 +33,7 @@ def meta_mode(config, graph) -> TemporalMode:
                         vertex_ownership(config, events))
     mode.build_model()
 
-    def fetch(needed):        # meta rows: the store's ownership check needs real values
+    def fetch(needed, writes_back=True):   # meta rows: the ownership check needs values
         ids, inverse = np.unique(needed, return_inverse=True)
         return ids, torch.zeros(len(ids), mode.layout.read_width, device=META), inverse
     mode.exchange.fetch = fetch
@@ -101,7 +101,8 @@ FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randi
 # write plan, the store's setup and checkpoints, the evaluation's scores, the event stream
 BOUNDARY = {"batch.py": {"to_device"}, "exchange.py": {"fetch", "write_back"},
             "memory.py": {"__init__", "load_state", "merge_states"},
-            "mode.py": {"_eval_phase"}, "data.py": {"prepare_events"},
+            "mode.py": {"_eval_phase", "score_queries", "embed_nodes"},
+            "data.py": {"prepare_events"},
             # the CPU kernel's op hands its tensors to numba
             "slot_attention.py": {"_np", "_time_tables", "_slot_attention",
                                   "_slot_attention_backward"}}
