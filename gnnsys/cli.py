@@ -4,8 +4,8 @@
     gnnsys datasets [--root DIR]
     gnnsys partition --config run.yaml [--force] [--verify]
     gnnsys report RUN_DIR [--out DIR]
-    gnnsys predict RUN_DIR --out FILE [--split S | --nodes ID ... | --queries FILE |
-                                       --embeddings-at T]
+    gnnsys predict RUN_DIR --out FILE [--split S | --nodes ID ...] [--layer L]
+    gnnsys predict RUN_DIR --out FILE --queries FILE | --embeddings-at T   (temporal)
     gnnsys export RUN_DIR --out model.pt
 
 A failure is one line on stderr (exit 2 for bad input); --debug or GNNSYS_DEBUG=1 adds
@@ -85,11 +85,13 @@ def _report(args) -> int:
 def _predict(args) -> int:
     from .result import load_run
     result = load_run(args.run_dir)
-    if args.embeddings_at is not None:
-        table = result.embeddings(args.embeddings_at, nodes=args.nodes, out=args.out,
-                                  workers=args.workers)
+    if args.embeddings_at is not None or args.layer is not None:
+        table = result.embeddings(args.embeddings_at, args.layer, nodes=args.nodes,
+                                  split=args.split, out=args.out, workers=args.workers)
         print(f"{args.out}: {len(table['node_id'])} embeddings of dimension "
-              f"{table['embedding'].shape[1]} as of t={args.embeddings_at:g}")
+              f"{table['embedding'].shape[1]} " + (f"as of t={args.embeddings_at:g}"
+                                                   if args.layer is None else
+                                                   f"from layer {args.layer}"))
         return 0
     if args.queries is not None:
         table = result.predict(out=args.out, workers=args.workers, queries=args.queries)
@@ -168,6 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "columns src, dst, t)")
     predict.add_argument("--embeddings-at", type=float, metavar="T",
                          help="temporal runs: every node's embedding (or --nodes') as of time T")
+    predict.add_argument("--layer", type=int, metavar="L",
+                         help="node runs: write the output of the model's first L layers "
+                         "(node embeddings) instead of class scores")
     predict.add_argument("--workers", type=int,
                          help="infer on this many workers (default: the run's cluster.workers)")
     predict.set_defaults(func=_predict)

@@ -114,6 +114,11 @@ class NodeClassificationMode(Mode):
     def metric(self) -> str:
         return METRIC_KEY[self.dataset_metric]
 
+    def predict(self, splits: tuple, layers: int | None = None) -> dict:
+        """As `Mode.predict`; `layers`: "logits" holds the output of the model's first
+        that many layers instead (node embeddings, `RunResult.embeddings`)."""
+        raise NotImplementedError
+
     def score(self, split: str, outputs: dict) -> dict:
         return {f"{split}_{self.metric}": evaluate(self.dataset_metric, outputs["logits"],
                                                    outputs["labels"])}

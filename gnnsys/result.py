@@ -64,25 +64,41 @@ class RunResult(dict):
             write_table(out, table)
         return table
 
-    def embeddings(self, at: float, nodes=None, out=None, workers: int | None = None) -> dict:
-        """Temporal: the embedding the link scorer reads, of every node (or of the node
-        ids in `nodes`), as of dataset time `at`: {"node_id", "embedding"}."""
+    def embeddings(self, at: float | None = None, layer: int | None = None, nodes=None,
+                   split: str = "all", out=None, workers: int | None = None) -> dict:
+        """Node vectors {"node_id", "embedding"}: for a node run, the output of its first
+        `layer` layers (`model.layers`: the class scores) of every node, a split's or
+        `nodes`', by the same exact inference as `predict`; for a temporal run, the
+        vector the link scorer reads of every node (or `nodes`) as of dataset time `at`."""
         from .mode import mode_class
-        if mode_class(self.config.mode).task != "link_prediction":
-            raise ConfigError("embeddings as of a time are for temporal runs; this run's mode "
-                              f"is {self.config.mode}")
+        temporal = mode_class(self.config.mode).task == "link_prediction"
+        if temporal != (at is not None) or temporal == (layer is not None):
+            raise ConfigError("a temporal run embeds nodes as of a time: give at (gnnsys "
+                              "predict --embeddings-at T)" if temporal else "a node run embeds "
+                              "nodes by a layer's output: give layer (gnnsys predict --layer "
+                              f"L, 1..{self.config.model.layers})")
         if out is not None:
             table_format(out)
+        if temporal:
+            table = self._embed_at(float(at), nodes, workers)
+        else:
+            if not 1 <= layer <= self.config.model.layers:
+                raise ConfigError(f"layer {layer}: the run's model has layers 1.."
+                                  f"{self.config.model.layers} (model.layers)")
+            got = self._classify(split, nodes, workers, layers=layer)
+            table = {"node_id": got["node_id"], "embedding": got["scores"]}
+        if out is not None:
+            write_table(out, table)
+        return table
+
+    def _embed_at(self, at: float, nodes, workers) -> dict:
         config, prepared, ids = self._prepared(workers)
         events = prepared[0]
         rows = np.arange(events.num_nodes) if nodes is None else \
             node_rows(np.asarray(nodes).reshape(-1), ids, events.num_nodes)
-        _check_times(np.array([at], dtype=np.float64), events)
-        got = self._run_queries(config, prepared, "embed_nodes", (rows, float(at)))
-        table = {"node_id": rows if ids is None else ids[rows], "embedding": got["embedding"]}
-        if out is not None:
-            write_table(out, table)
-        return table
+        _check_times(np.array([at]), events)
+        got = self._run_queries(config, prepared, "embed_nodes", (rows, at))
+        return {"node_id": rows if ids is None else ids[rows], "embedding": got["embedding"]}
 
     def _prepared(self, workers):
         """(the run's config on `workers`, what its mode's workers take, node ids)."""
@@ -99,12 +115,12 @@ class RunResult(dict):
             dataset_node_ids(d.name, root=d.root, path=d.path, task=cls.task)
         return config, cls.prepare(config, self._graph), ids
 
-    def _classify(self, split, nodes, workers) -> dict:
+    def _classify(self, split, nodes, workers, layers=None) -> dict:
         from .distributed import launch
         config, prepared, ids = self._prepared(workers)
         state = best_state(config, self.run_dir)
         split = "all" if nodes is not None else split
-        got = launch(_predict_worker, config, state, split, *prepared)[0]
+        got = launch(_predict_worker, config, state, split, layers, *prepared)[0]
         order = np.argsort(got["node_id"].numpy(), kind="stable")
         scores = got["logits"][order]
         rows = got["node_id"].numpy()[order]
@@ -299,11 +315,12 @@ def restored_mode(ctx, config, state: dict, *prepared):
     return mode
 
 
-def _predict_worker(ctx, config, state, split, *prepared) -> dict:
-    """One rank of `RunResult.predict`: every rank's outputs of `split` gathered."""
+def _predict_worker(ctx, config, state, split, layers, *prepared) -> dict:
+    """One rank of `RunResult.predict` (or of a layer's `embeddings`): every rank's
+    outputs of `split` gathered."""
     from .training import gather_outputs
     mode = restored_mode(ctx, config, state, *prepared)
-    return gather_outputs(ctx.comm, mode.predict((split,)))[split]
+    return gather_outputs(ctx.comm, mode.predict((split,), layers))[split]
 
 
 def _query_worker(ctx, config, state, method, args, *prepared) -> dict:

@@ -88,6 +88,27 @@ def test_a_dataset_that_no_longer_matches_is_one_line(tmp_path):
         load_model(config, tmp_path / "run", torch.device("cpu"), other)
 
 
+def test_a_refused_predict_is_one_line_with_exit_2(tmp_path, capsys):
+    """An unfinished run and a dataset that changed under the run, from the command line."""
+    from gnnsys.cli import main
+    run = tmp_path / "run"
+    fit(from_dict(minibatch(tmp_path)))
+    log = run / "metrics.jsonl"
+    finished = log.read_text()
+    log.write_text(finished.splitlines()[0] + "\n")
+    capsys.readouterr()
+    assert main(["predict", str(run), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "has not finished" in err and err.count("\n") == 1, err
+    log.write_text(finished)
+    config = run / "config.yaml"
+    config.write_text(config.read_text().replace("synthetic-tiny", "synthetic-small"))
+    assert main(["predict", str(run), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "written by another run" in err and "dataset" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "p.npz").exists()
+
+
 @pytest.mark.parametrize("mode, workers", [("minibatch", 1), ("minibatch", 2),
                                            ("fullgraph", 1), ("fullgraph", 2)])
 def test_predictions_give_the_runs_test_accuracy(tmp_path, mode, workers):
@@ -135,3 +156,37 @@ def test_predict_from_the_command_line(tmp_path, capsys):
     assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.csv")]) == 2
     assert "predictions are written as .npz or .parquet" in capsys.readouterr().err
     assert not (tmp_path / "p.csv").exists()
+
+
+@pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
+def test_a_layers_embeddings_on_two_workers_equal_one(tmp_path, mode):
+    """--layer L: the output of the first L layers, exact inference on the run's workers
+    (each its own part) as on one; the last layer's is the class scores."""
+    from gnnsys.cli import main
+    data = minibatch(tmp_path) | {"mode": mode, "partition": {"dir": str(tmp_path / "parts")},
+                                  "cluster": {"workers": 2, "launcher": "threads"}}
+    if mode == "fullgraph":
+        data["model"] = {"arch": "sage", "hidden": 16, "layers": 2}
+    result = gnnsys.Trainer(data).fit()
+    assert main(["predict", str(result.run_dir), "--layer", "1", "--split", "test",
+                 "--out", str(tmp_path / "h.npz")]) == 0
+    with np.load(tmp_path / "h.npz") as h:
+        first = {"node_id": h["node_id"], "embedding": h["embedding"]}
+    assert first["embedding"].shape == (len(result.predict("test")["node_id"]), 16)
+    every = result.embeddings(layer=1, workers=1)
+    np.testing.assert_allclose(every["embedding"][first["node_id"]], first["embedding"],
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(result.embeddings(layer=2)["embedding"],
+                               result.predict()["scores"], rtol=1e-5, atol=1e-5)
+    if mode == "minibatch":         # the last layer on layer 1's output gives the scores
+        graph = gnnsys.datasets.load_run_graph(result.config)
+        rows = np.repeat(np.arange(graph.num_nodes), np.diff(graph.indptr))
+        edge_index = torch.from_numpy(np.stack([graph.indices.astype(np.int64), rows]))
+        with torch.no_grad():
+            scores = result.model.convs[1](torch.from_numpy(every["embedding"]), edge_index)
+        np.testing.assert_allclose(scores.numpy(), result.predict()["scores"],
+                                   rtol=1e-4, atol=1e-4)
+    with pytest.raises(ConfigError, match="layer 3: the run's model has layers 1..2"):
+        result.embeddings(layer=3)
+    with pytest.raises(ConfigError, match="a node run embeds nodes by a layer's output"):
+        result.embeddings(at=5.0)

@@ -150,11 +150,11 @@ class FullGraphMode(NodeClassificationMode):
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def predict(self, splits: tuple) -> dict:
+    def predict(self, splits: tuple, layers: int | None = None) -> dict:
         """One full-graph pass in full precision (no quantisation): each split's logits,
         labels and node ids of this rank's rows ("all": every row it owns)."""
         self.model.eval()
-        logits = self.model(self.data.x, self.exchanger, quantized=False)
+        logits = self.model(self.data.x, self.exchanger, quantized=False, layers=layers)
         every = torch.arange(len(self.plan.inner_gid), device=logits.device)
         rows = {name: every if name == "all" else self.data.split[name] for name in splits}
         return {name: {"logits": logits[r], "labels": self.data.y[r],

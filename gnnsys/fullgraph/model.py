@@ -42,10 +42,12 @@ class FullGraphGNN(nn.Module):
     def num_layers(self) -> int:
         return len(self.neigh)
 
-    def forward(self, x: torch.Tensor, exchanger: HaloExchanger, quantized: bool) -> torch.Tensor:
-        """x: features of this worker's inner nodes [central | marginal]; returns their logits."""
+    def forward(self, x: torch.Tensor, exchanger: HaloExchanger, quantized: bool,
+                layers: int | None = None) -> torch.Tensor:
+        """x: features of this worker's inner nodes [central | marginal]; returns their
+        logits (or the output of the first `layers` layers)."""
         h = x
-        for layer in range(self.num_layers):
+        for layer in range(layers or self.num_layers):
             step = AggregationStep(exchanger.plan, exchanger, layer, quantized)
             neigh = self.neigh[layer]
             if h.layout == torch.strided:

@@ -36,9 +36,10 @@ class HaloGraph:
 
 @torch.no_grad()
 def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: int,
-                   batch_size: int = 4096, device="cpu", progress=None) -> torch.Tensor:
+                   batch_size: int = 4096, device="cpu", progress=None,
+                   layers: int | None = None) -> torch.Tensor:
     """Outputs [num_own, C] of the worker's own rows (model: a BlockGNN; x_own dense
-    or CSR)."""
+    or CSR); of its first `layers` layers if given."""
     model.eval()
     # float16 rows stay float16 through the first layer's fetch; the layer converts them
     # batch by batch (no float32 copy of the worker's rows)
@@ -48,7 +49,7 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     global_ids = torch.from_numpy(halo.global_ids)
     n = halo.num_own
     steps = range(0, n, batch_size)
-    for i in range(len(model.convs)):
+    for i in range(layers or len(model.convs)):
         fetcher = RemoteFetcher(comm, book, part, h_own if is_sparse(h_own) else h_own.numpy())
         h_halo = fetcher.fetch(halo.halo)       # local ids: own rows, then these
         outs = LayerRows(n, model.convs[i].out_channels)

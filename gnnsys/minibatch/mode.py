@@ -91,11 +91,11 @@ class MinibatchMode(NodeClassificationMode):
         self.wait_s = 0.0
         return stats
 
-    def predict(self, splits: tuple) -> dict:
+    def predict(self, splits: tuple, layers: int | None = None) -> dict:
         """Exact layer-wise inference once; each split's logits and labels of own rows."""
         show = self.config.train.progress and self.ctx.is_main
         bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
-        logits = self.data.predict(self.model, bar)
+        logits = self.data.predict(self.model, bar, layers)
         return {split: self.data.outputs(logits, split) for split in splits}
 
     def describe(self) -> dict:
@@ -136,9 +136,9 @@ class GraphData(PartedData):
                                  shuffle=True, drop_last=s.drop_last, prefetch=s.prefetch,
                                  seed=config.train.seed, device=ctx.device)
 
-    def predict(self, model, bar) -> torch.Tensor:
+    def predict(self, model, bar, layers=None) -> torch.Tensor:
         return model.inference(self.graph, self.config.sampler.eval_batch_size,
-                               self.ctx.device, progress=bar)
+                               self.ctx.device, progress=bar, layers=layers)
 
     def epoch_stats(self) -> dict:
         return {}
@@ -186,12 +186,12 @@ class PartData(PartedData):
         ids = self.parts.array(self.ctx.rank, f"{name}_idx")
         return np.empty(0, np.int64) if ids is None else np.asarray(ids, dtype=np.int64)
 
-    def predict(self, model, bar) -> torch.Tensor:
-        """Logits of this worker's own rows."""
+    def predict(self, model, bar, layers=None) -> torch.Tensor:
+        """Logits (or the first `layers` layers' output) of this worker's own rows."""
         x_own = self.store.table[:self.store.num_local]
         return halo_inference(model, self.halo, x_own, self.ctx.fetch_comm, self.book,
                               self.ctx.rank, self.config.sampler.eval_batch_size,
-                              self.ctx.device, progress=bar)
+                              self.ctx.device, progress=bar, layers=layers)
 
     def epoch_stats(self) -> dict:
         return self.store.take_stats()

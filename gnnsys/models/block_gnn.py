@@ -112,9 +112,10 @@ class BlockGNN(nn.Module):
 
     @torch.no_grad()
     def inference(self, graph, batch_size: int = 4096, device="cpu",
-                  progress=None) -> torch.Tensor:
+                  progress=None, layers: int | None = None) -> torch.Tensor:
         """Layer-wise inference over full neighbourhoods: each layer is computed for all
-        nodes before the next, so no node's neighbourhood is expanded more than once."""
+        nodes before the next, so no node's neighbourhood is expanded more than once.
+        `layers`: the output of the first that many layers (default all: the logits)."""
         self.eval()
         # CSR and float16 rows are gathered per batch in the first layer (float16 made
         # float32 there, batch by batch: no float32 copy of the whole matrix)
@@ -125,7 +126,7 @@ class BlockGNN(nn.Module):
         indices = torch.from_numpy(np.asarray(graph.indices).astype(np.int64))
         n = graph.num_nodes
         steps = range(0, n, batch_size)
-        for i in range(len(self.convs)):
+        for i in range(layers or len(self.convs)):
             outs = LayerRows(n)
             by_global_id = self.arch == "sage" and not ((sparse or half) and i == 0)
             x_on_device = x.to(device) if by_global_id else None
