@@ -97,7 +97,7 @@ class TrainConfig:
 
 @dataclass
 class RunConfig:
-    dir: str = setting("runs/default", resumable=True)  # checkpoints + metrics.jsonl go here
+    dir: str = setting("runs/default", "a non-empty path", resumable=True)  # checkpoints + metrics.jsonl go here
     resume: bool = setting(False, resumable=True)  # continue from the last checkpoint in `dir`
     # epochs between (atomic) checkpoints; 0 = never
     checkpoint_every: int = setting(1, ">= 0", resumable=True)
@@ -282,7 +282,7 @@ def _convert(hint, value, path):
 
 RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
          "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
-         "in [0, 1)": lambda v: 0 <= v < 1}
+         "in [0, 1)": lambda v: 0 <= v < 1, "a non-empty path": lambda v: bool(str(v).strip())}
 
 
 @functools.cache                        # the schema is fixed: walked once
@@ -323,7 +323,7 @@ def validate(cfg: Config) -> Config:
     for key, f in fields().items():
         rule, value = f.metadata.get("range"), attrgetter(key)(cfg)
         if rule and value is not None and not RULES[rule](value):
-            raise ConfigError(f"config key '{key}' must be {rule}, got {value}")
+            raise ConfigError(f"config key '{key}' must be {rule}, got {value!r}")
     s = cfg.sampler
     if not s.fanouts or any((not isinstance(f, int)) or isinstance(f, bool) or f == 0 or f < -1
                             for f in s.fanouts):
@@ -391,13 +391,16 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
     data = {}
     if path is not None:
         path = Path(path)
-        if not path.is_file():
+        if path.is_dir() or not path.exists():     # a pipe (<(...), /dev/stdin) is read
             what = "is a directory" if path.is_dir() else "does not exist"
             raise ConfigError(f"config file {path} {what}; pass the path of a YAML file")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            data = yaml.safe_load(path.read_text())
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
+        if data is None:                # an empty file would train every default
+            raise ConfigError(f"config file {path} is empty; write at least the settings "
+                              "that differ from the defaults (e.g. configs/quickstart.yaml)")
         if not isinstance(data, dict):
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     try:

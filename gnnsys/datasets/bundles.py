@@ -89,6 +89,11 @@ def read_bundle(path: Path, task: str) -> dict:
         if key in arrays and arrays[key].ndim != ndim:
             raise DatasetError(f"{path}: array '{key}' has shape {arrays[key].shape}; "
                                f"expected {ndim} dimension(s); {FIX}")
+    for key in INTEGER_ARRAYS:
+        if key in arrays and not _integral(arrays[key]):
+            raise DatasetError(f"{path}: array '{key}' holds {arrays[key].dtype} values that "
+                               "are not whole numbers; node ids and labels are integers "
+                               f"(nothing is rounded); {FIX}")
     if "edge_index" in arrays and arrays["edge_index"].shape[0] != 2:
         raise DatasetError(f"{path}: array 'edge_index' has shape {arrays['edge_index'].shape};"
                            f" expected (2, num_edges); {FIX}")
@@ -118,6 +123,22 @@ def _check_node_ids(arrays: dict, num_nodes: int) -> None:
     if len(repeated):
         raise ValueError(f"array 'node_ids' gives id {repeated[0]} to more than one node; "
                          "each node needs an id of its own")
+
+
+# ids and labels: read as int64, so a float array must hold whole numbers only
+INTEGER_ARRAYS = ("edge_index", "y", "src", "dst", "node_ids", "node_label", "num_nodes",
+                  "num_classes", "num_src_nodes")
+
+
+def _integral(values: np.ndarray) -> bool:
+    if values.dtype.kind in "iub":
+        return True
+    if values.dtype.kind != "f":
+        return False
+    chunk = 1 << 22
+    flat = values.reshape(-1)
+    return all(np.all(np.isfinite(part) & (part == np.round(part)))
+               for part in (np.asarray(flat[i:i + chunk]) for i in range(0, flat.size, chunk)))
 
 
 def _built(path: Path, make):
@@ -254,6 +275,14 @@ def load_temporal_bundle(name: str, entry: dict, path: Path, arrays: dict,
         node_label=arrays["node_label"].astype(np.int64) if "node_label" in arrays else None,
         meta={"source": "bundle", "file": str(path)})
     _check_node_ids(arrays, graph.num_nodes)
+    if bipartite:
+        split = graph.num_src_nodes
+        wrong = np.flatnonzero((src >= split) | (dst < split))
+        if len(wrong):
+            raise ValueError(f"'bipartite' is set, so sources are 0..{split - 1} and "
+                             f"destinations {split}.. (num_src_nodes), but event {wrong[0]} "
+                             f"goes {src[wrong[0]]} -> {dst[wrong[0]]} ({len(wrong)} such "
+                             "events); fix the ids or drop 'bipartite'")
     return graph
 
 

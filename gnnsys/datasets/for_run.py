@@ -29,18 +29,55 @@ def load_run_graph(config, graph=None):
     temporal = hasattr(graph, "src") and hasattr(graph, "t")
     if config.mode == "temporal":
         if not temporal:
-            raise ValueError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
-                             "mode 'temporal' needs one, e.g. wikipedia or collegemsg")
+            raise DatasetError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
+                               "mode 'temporal' needs one, e.g. wikipedia or collegemsg")
+        check_events(d.name, graph)
         check_finite(d.name, graph.edge_feat, "edge feature")
         check_finite(d.name, graph.node_feat, "node feature")
         return graph
     if temporal:
-        raise ValueError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
+        raise DatasetError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
     if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
-        raise ValueError(f"dataset '{d.name}' lacks features, labels or a train split; "
-                         f"{config.mode} training needs all three")
+        raise DatasetError(f"dataset '{d.name}' lacks features, labels or a train split; "
+                           f"{config.mode} training needs all three")
+    check_labels_and_splits(d.name, graph)
     check_finite(d.name, graph.x, "feature")
     return with_feature_dtype(normalize_features(graph, d.normalize_features), d.feature_dtype)
+
+
+def check_labels_and_splits(name: str, graph) -> None:
+    """Refuse a static graph that would train on nonsense without a word: features of
+    no column, labels outside 0..num_classes-1 (-1 = unlabelled), a train split with no
+    labelled node, or splits that share nodes (training nodes would be scored)."""
+    if graph.x.shape[1] == 0:
+        raise DatasetError(f"dataset '{name}': the features have 0 columns; give at least "
+                           "one (a bundle without x gets structural features)")
+    y, classes = np.asarray(graph.y), int(graph.num_classes)
+    bad = np.flatnonzero((y < -1) | (y >= classes))
+    if len(bad):
+        raise DatasetError(f"dataset '{name}': node {bad[0]} has label {y[bad[0]]}, outside "
+                           f"0..{classes - 1} (num_classes {classes}; -1 = unlabelled); "
+                           f"{len(bad)} such nodes")
+    splits = {s: np.asarray(getattr(graph, f"{s}_idx"), dtype=np.int64)
+              for s in ("train", "val", "test")}
+    if not np.any(y[splits["train"]] >= 0):
+        raise DatasetError(f"dataset '{name}': the train split has no labelled node "
+                           f"({len(splits['train'])} nodes, labels -1); nothing to train on")
+    for a, b in (("train", "val"), ("train", "test"), ("val", "test")):
+        shared = np.intersect1d(splits[a], splits[b])
+        if len(shared):
+            raise DatasetError(f"dataset '{name}': {len(shared)} nodes are in both the {a} "
+                               f"and {b} splits (first: node {shared[0]}); splits must not "
+                               "overlap")
+
+
+def check_events(name: str, graph) -> None:
+    """Event times must be finite (NaN would surface as an empty split)."""
+    t = np.asarray(graph.t)
+    if t.dtype.kind == "f" and not np.all(np.isfinite(t)):
+        bad = np.flatnonzero(~np.isfinite(t))
+        raise DatasetError(f"dataset '{name}': event {bad[0]} has time {t[bad[0]]}; every "
+                           f"event needs a finite time ({len(bad)} do not)")
 
 
 def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
@@ -54,9 +91,9 @@ def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:
     else:
         bad = _bad_dense_rows(rows, chunk)
     if bad.any():
-        raise ValueError(f"dataset '{name}': {int(bad.sum())} {what} rows hold NaN or "
-                         f"infinite values (first: row {int(np.flatnonzero(bad)[0])}); "
-                         "clean the data before training")
+        raise DatasetError(f"dataset '{name}': {int(bad.sum())} {what} rows hold NaN or "
+                           f"infinite values (first: row {int(np.flatnonzero(bad)[0])}); "
+                           "clean the data before training")
 
 
 def _bad_dense_rows(rows, chunk: int) -> np.ndarray:

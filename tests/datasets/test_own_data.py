@@ -204,6 +204,17 @@ MALFORMED = {
                           "node_classification", ["'node_ids' gives id 5 to more than one"]),
     "node ids per node": ({**TEMPORAL_EVENTS, "node_ids": np.array([3, 1])},
                           "link_prediction", ["'node_ids' has shape (2,)", "(4,) integers"]),
+    "fractional node ids": ({**STATIC, "edge_index": np.array([[0, 1.5], [1, 2]])},
+                            "node_classification", ["'edge_index' holds float64 values that "
+                                                    "are not whole numbers"]),
+    "fractional labels": ({**STATIC, "y": np.array([0, 1, 0.5, 1])}, "node_classification",
+                          ["'y' holds float64", "nothing is rounded"]),
+    "fractional event ids": ({**TEMPORAL_EVENTS, "dst": np.array([1.0, 2.25, 3.0])},
+                             "link_prediction", ["'dst' holds float64"]),
+    "bipartite ids crossed": ({**TEMPORAL_EVENTS, "bipartite": np.array(True),
+                               "num_src_nodes": np.array(2)}, "link_prediction",
+                              ["sources are 0..1 and destinations 2..", "event 0 goes 0 -> 1",
+                               "(2 such events)", "drop 'bipartite'"]),
     "bipartite without num_src_nodes": ({**TEMPORAL_EVENTS, "bipartite": np.array(True)},
                                         "link_prediction", ["no array 'num_src_nodes'"]),
 }
