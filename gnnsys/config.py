@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import functools
 import os
+import re
 import typing
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -86,7 +87,7 @@ class TrainConfig:
     epochs: int = setting(10, ">= 1", resumable=True)
     lr: float = setting(0.003, "> 0", resumable=True)
     weight_decay: float = setting(0.0, ">= 0", resumable=True)
-    seed: int = setting(0, ">= 0")       # seeds sampling, init and shuffling
+    seed: int = setting(0, "in [0, 2**63)")   # seeds sampling, init and shuffling
     eval_every: int = setting(1, ">= 1", resumable=True)  # evaluate on the validation split every N epochs
     patience: int = setting(0, ">= 0")   # stop after this many epochs without a better
                                          # validation metric (0 = run every epoch)
@@ -130,7 +131,7 @@ class PartitionConfig:
     method: str = "metis"                # metis | random | stream
     num_parts: int | None = setting(None, ">= 1")  # default: cluster.workers
     dir: str | None = setting(None, resumable=True)  # default: <data root>/parts/<dataset>-...-<digest>
-    seed: int = setting(0, ">= 0")       # partitioner seed (not train.seed: reruns share parts)
+    seed: int = setting(0, "in [0, 2**63)")   # partitioner seed (not train.seed: reruns share parts)
 
 
 @dataclass
@@ -260,6 +261,11 @@ def _convert(hint, value, path):
             raise ConfigError(f"config key '{path}' must be an integer, got {value!r}")
         return value
     if target is float:
+        if isinstance(value, str):      # YAML 1.1 reads 1e-3 (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"config key '{path}' must be a number, got {value!r}")
         return float(value)
@@ -282,7 +288,7 @@ def _convert(hint, value, path):
 
 RULES = {">= 0": lambda v: v >= 0, ">= 1": lambda v: v >= 1, ">= 2": lambda v: v >= 2,
          "> 0": lambda v: v > 0, "in [0, 1]": lambda v: 0 <= v <= 1,
-         "in [0, 1)": lambda v: 0 <= v < 1, "a non-empty path": lambda v: bool(str(v).strip())}
+         "in [0, 1)": lambda v: 0 <= v < 1, "in [0, 2**63)": lambda v: 0 <= v < 2 ** 63, "a non-empty path": lambda v: bool(str(v).strip())}
 
 
 @functools.cache                        # the schema is fixed: walked once
@@ -329,7 +335,15 @@ def validate(cfg: Config) -> Config:
                             for f in s.fanouts):
         raise ConfigError(f"config key 'sampler.fanouts' is {s.fanouts!r}; use a list of "
                           "positive integers (or -1 for all neighbours), e.g. [15, 10]")
+    if cfg.cluster.fail_at is not None and not re.fullmatch(r"\d+:\d+", cfg.cluster.fail_at):
+        raise ConfigError(f"config key 'cluster.fail_at' is {cfg.cluster.fail_at!r}; use "
+                          "RANK:EPOCH, e.g. 1:2 (a fault test: that worker dies in that epoch)")
     if cfg.cluster.workers == 1:               # it runs here: know it now
+        import numba
+        if (s.threads or 0) > numba.config.NUMBA_NUM_THREADS:
+            raise ConfigError(f"config key 'sampler.threads' is {s.threads}, more than the "
+                              f"{numba.config.NUMBA_NUM_THREADS} threads numba runs here "
+                              "(NUMBA_NUM_THREADS, default: the cores); use at most that")
         if s.device == "cuda":
             from numba import cuda             # (numba's CUDA simulator stands in for tests)
             if not cuda.is_available():
@@ -359,6 +373,9 @@ def _apply_override(data: dict, item: str) -> str:
     except yaml.YAMLError:
         raise ConfigError(f"override '{item}': the value is not valid YAML; quote strings, "
                           "close brackets, e.g. sampler.fanouts=[5,5]") from None
+    if isinstance(value, str) and not raw.strip().startswith(("'", '"')):
+        value = raw.strip()             # a plain string as typed: YAML would cut it at ' #'
+
     node = data
     for part in parts[:-1]:
         if node.get(part) is None:

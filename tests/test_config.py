@@ -1,4 +1,5 @@
 import importlib
+import re
 
 import pytest
 
@@ -177,7 +178,8 @@ def test_every_numeric_key_has_a_range():
 
 
 # a value just outside each kind of range
-JUST_OUTSIDE = {">= 0": -1, ">= 1": 0, ">= 2": 1, "> 0": 0, "in [0, 1]": 1.5, "in [0, 1)": 1.0}
+JUST_OUTSIDE = {">= 0": -1, ">= 1": 0, ">= 2": 1, "> 0": 0, "in [0, 1]": 1.5, "in [0, 1)": 1.0,
+                "in [0, 2**63)": 2 ** 63}
 
 
 @pytest.mark.parametrize("key", sorted(set(numeric_keys()) - {"fullgraph.quantization.uniform_bits"}))
@@ -236,3 +238,26 @@ def test_malformed_overrides_are_one_line(item, words):
     with pytest.raises(ConfigError) as err:
         from_dict({"train": {"epochs": 2}}, overrides=[item])
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_values_as_a_user_types_them(tmp_path):
+    """1e-3 is a number (YAML 1.1 reads it as a string); '#' in a --set value is kept."""
+    from gnnsys.config import load_config
+    path = tmp_path / "run.yaml"
+    path.write_text("train:\n  lr: 1e-3\n")
+    assert load_config(path).train.lr == 0.001
+    assert load_config(path, ["run.dir=runs/exp #1"]).run.dir == "runs/exp #1"
+    assert load_config(path, ["run.dir='quoted #2'"]).run.dir == "quoted #2"
+    with pytest.raises(ConfigError, match="'train.lr' must be a number, got 'fast'"):
+        load_config(path, ["train.lr=fast"])
+
+
+@pytest.mark.parametrize("override, message", [
+    ("train.seed=99999999999999999999", "'train.seed' must be in [0, 2**63)"),
+    ("cluster.fail_at=banana", "'cluster.fail_at' is 'banana'; use RANK:EPOCH"),
+    ("sampler.threads=100000", "'sampler.threads' is 100000, more than the"),
+])
+def test_values_that_would_fail_deep_inside_are_refused_up_front(override, message):
+    from gnnsys.config import load_config
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        load_config(None, [override])
