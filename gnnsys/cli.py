@@ -123,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="gnnsys", description=__doc__.splitlines()[0],
                                      parents=[common])
     parser.set_defaults(debug=False)
+    from . import __version__
+    parser.add_argument("--version", action="version", version=f"gnnsys {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     train = sub.add_parser("train", parents=[common],
@@ -230,6 +232,9 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
+    except BrokenPipeError:             # `gnnsys datasets | head`: the reader has what it wants
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (Exception, KeyboardInterrupt) as err:
         if debug:
             traceback.print_exc()

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from . import runlog
+from .errors import ConfigError
 from .runlog import METRICS, atomic_write_bytes
 
 METRIC_NAMES = ("acc", "auc", "ap", "mrr")
@@ -75,7 +76,7 @@ def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
     epochs = runlog.epochs(run_dir)
     if not epochs:
         state = "has no epoch records" if runlog.read_metrics(run_dir) else "is missing or empty"
-        raise ValueError(f"{run_dir / METRICS} {state}; train first with "
+        raise ConfigError(f"{run_dir / METRICS} {state}; train first with "
                          "`gnnsys train --config CONFIG` (its run.dir is the run directory)")
     mode = (runlog.start(run_dir) or {}).get("mode")
     heading = run_dir.name + (f" ({mode})" if mode else "")

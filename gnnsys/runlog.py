@@ -75,6 +75,12 @@ class RunDir:
         self.board = None            # run.tensorboard's SummaryWriter: save_config opens it
         self._first_epoch = 0        # the first epoch this run (re)does
         if writer:
+            if self.path.is_symlink() and not self.path.exists():
+                raise ConfigError(f"run.dir {self.path} is a link to nowhere (-> "
+                                  f"{os.readlink(self.path)}); remove it or pick another run.dir")
+            if self.path.exists() and not self.path.is_dir():
+                raise ConfigError(f"run.dir {self.path} is a file, not a directory; pick "
+                                  "another run.dir")
             self.path.mkdir(parents=True, exist_ok=True)
 
     def lock(self, wait_s: float = 0.0) -> None:
@@ -205,9 +211,15 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
         if line.strip():
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:      # torn by a crash or a full disk: skip, say so
                 logging.getLogger(__name__).warning("%s:%d is not valid JSON; skipped", file, n)
+                continue
+            if not isinstance(record, dict):
+                raise ConfigError(f"{file}:{n} is not a gnnsys run record (a JSON "
+                                  f"{type(record).__name__}, not an object); is this a "
+                                  "gnnsys run directory?")
+            records.append(record)
     return records
 
 

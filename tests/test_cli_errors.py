@@ -135,3 +135,45 @@ def test_sigterm_ends_the_cli_like_ctrl_c(tmp_path):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err
     assert "terminated" in one_line(err) and (tmp_path / "cleaned").exists()
+
+
+def test_paths_that_are_not_what_they_should_be_are_one_line(capsys, tmp_path):
+    """run.dir a file or a dangling link; a dataset.path that is a text file, a device or a
+    pipe (which would block for ever); a report of a folder with no run, or of a log whose
+    lines are not records: each one line, exit 2."""
+    (tmp_path / "afile").write_text("mine")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "text.npz").write_text("hello")
+    os.mkfifo(tmp_path / "fifo.npz")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "lists").mkdir()
+    (tmp_path / "lists" / "metrics.jsonl").write_text("[1, 2]\n")
+    train = ("train", "--config", QUICKSTART, "--set", "train.progress=false")
+    cases = [(train + ("--set", f"run.dir={tmp_path / 'afile'}"), "is a file, not a directory"),
+             (train + ("--set", f"run.dir={tmp_path / 'dangling'}"), "is a link to nowhere"),
+             (train + ("--set", f"dataset.path={tmp_path / 'text.npz'}"),
+              "is not a readable .npz (not a zip archive"),
+             (train + ("--set", "dataset.path=/dev/zero"), "is not a regular file"),
+             (train + ("--set", f"dataset.path={tmp_path / 'fifo.npz'}"), "is not a regular file"),
+             (("report", str(tmp_path / "empty")), "metrics.jsonl is missing or empty"),
+             (("report", str(tmp_path / "lists")), "metrics.jsonl:1 is not a gnnsys run record")]
+    for argv, message in cases:
+        code, err = run_cli(capsys, *argv)
+        assert code == 2 and message in one_line(err), (argv, err)
+    assert (tmp_path / "afile").read_text() == "mine"
+
+
+def test_version_and_a_closed_pipe():
+    out = subprocess.run([sys.executable, "-m", "gnnsys.cli", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.startswith("gnnsys 0.")
+    # `gnnsys datasets | head -1`: the reader closes the pipe early, nothing is printed
+    reader = subprocess.Popen(["head", "-c", "10"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    lister = subprocess.run([sys.executable, "-c", "import sys, gnnsys.cli as c\n"
+                             "for _ in range(200): sys.argv = ['gnnsys', 'datasets']; c.main()"],
+                            stdout=reader.stdin, stderr=subprocess.PIPE, text=True)
+    reader.stdin.close()
+    reader.wait()
+    assert "BrokenPipeError" not in lister.stderr and "Traceback" not in lister.stderr, \
+        lister.stderr[-2000:]

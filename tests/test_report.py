@@ -166,7 +166,7 @@ def test_no_epochs_is_one_clear_error(tmp_path, capsys, records, says):
         write_run(run, records)
     with pytest.raises(ValueError, match=f"metrics.jsonl {says}; train first"):
         report.make_report(run)
-    assert main(["report", str(run)]) == 1
+    assert main(["report", str(run)]) == 2           # bad input: exit 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(run / "metrics.jsonl") in err
     assert not (run / "loss.png").exists()

@@ -24,8 +24,18 @@ class NpzArrays(dict):
 def read_npz(path, fix: str) -> NpzArrays:
     """All arrays of `path`, an .npz file or a directory of .npy files (memory-mapped, one
     per array); `fix` says what to do about a bad file (e.g. copy it again)."""
+    path = Path(path)
+    if path.exists() and not (path.is_dir() or path.is_file()):   # a FIFO would block
+        raise DatasetError(f"{path} is not a regular file (a device or a pipe); give an .npz "
+                           f"file or a directory of .npy files; {fix}")
+    if path.is_file():
+        with open(path, "rb") as f:
+            magic = f.read(6)
+        if magic[:4] != b"PK\x03\x04":      # numpy would call anything else pickled data
+            raise DatasetError(f"{path} is not a readable .npz (not a zip archive, which an "
+                               f".npz is); {fix}")
     try:
-        if Path(path).is_dir():
+        if path.is_dir():
             return NpzArrays(path, {file.stem: np.load(file, mmap_mode="r", allow_pickle=False)
                                     for file in sorted(Path(path).glob("*.npy"))}, fix)
         with np.load(path, allow_pickle=False) as data:
