@@ -356,7 +356,13 @@ class TrainingLoop:
                     "--resume (run.resume) to start a new run there")
             return                             # recovering before the first checkpoint
         changed = resume_changes(state.get("config"), self.config.to_dict(), self.run_dir.path)
-        self._restore(state["current"])
+        try:
+            self._restore(state["current"])
+        except RuntimeError as err:            # e.g. another class count: size mismatch
+            raise ConfigError(f"the checkpoint in {self.run_dir.path} holds a model this run's "
+                              f"data no longer fits ({' '.join(str(err).split())[:160]}); "
+                              "the dataset changed since the run started: restore it, or "
+                              "drop --resume to start anew") from None
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:      # a changed lr / weight decay applies
             group.update(lr=self.config.train.lr, weight_decay=self.config.train.weight_decay)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import gnnsys
 from gnnsys.config import ConfigError, from_dict
 from gnnsys.runlog import RunDir, events, read_metrics
 from gnnsys.testing import tiny_graph
@@ -159,3 +160,34 @@ def test_a_repeated_temporal_run_moves_the_previous_one_aside(tmp_path):
     kept = list((tmp_path / "run" / "previous").glob("*/metrics.jsonl"))
     assert [p.read_text() for p in kept] == [first]          # not appended to, not lost
     assert (tmp_path / "run" / "metrics.jsonl").read_text().count('"kind": "start"') == 1
+
+
+def test_a_damaged_dataset_cache_says_how_to_rebuild(tmp_path):
+    from gnnsys.datasets import DatasetError, load_dataset
+    load_dataset("synthetic-tiny", root=tmp_path)
+    meta = next(tmp_path.rglob("meta.json"))
+    meta.write_text("{not json")
+    with pytest.raises(DatasetError, match=r"the cached graph in .* is damaged \(JSONDecodeError"
+                                           r".*delete that directory and the next run rebuilds"):
+        load_dataset("synthetic-tiny", root=tmp_path)
+
+
+def test_resume_onto_data_the_model_no_longer_fits_is_one_line(tmp_path):
+    """The bundle replaced in place by one with another class count: --resume names the
+    cause instead of torch's size mismatch."""
+    from gnnsys.testing import tiny_graph
+    g = tiny_graph(num_nodes=120, num_features=4)
+    rows = np.repeat(np.arange(120), np.diff(g.indptr))
+    bundle = tmp_path / "g.npz"
+    np.savez(bundle, edge_index=np.stack([g.indices, rows]), y=g.y, x=g.x)
+    data = {"mode": "minibatch", "dataset": {"path": str(bundle)},
+            "model": {"hidden": 8, "layers": 2},
+            "sampler": {"fanouts": [3, 3], "batch_size": 64, "threads": 1},
+            "train": {"epochs": 1, "progress": False}, "run": {"dir": str(tmp_path / "run")}}
+    gnnsys.Trainer(data).fit()
+    np.savez(bundle, edge_index=np.stack([g.indices, rows]), y=g.y, x=g.x,
+             num_classes=np.array(5))
+    data["train"]["epochs"], data["run"]["resume"] = 2, True
+    with pytest.raises(ConfigError, match=r"holds a model this run's data no longer fits .*"
+                                          r"restore it, or drop --resume"):
+        gnnsys.Trainer(data).fit()

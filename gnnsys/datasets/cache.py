@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Callable
 
+from gnnsys.datasets.errors import DatasetError
 from gnnsys.graph import Graph
 from partition.format import open_own
 
@@ -23,7 +24,7 @@ def load_or_build(directory: Path, build: Callable[[], Graph], mmap: bool = True
     """Graph.load(directory) if it is there, else build(), save it there, and load it back."""
     directory = Path(directory)
     if is_cached(directory):
-        return Graph.load(directory, mmap=mmap)
+        return _load(directory, mmap)
     directory.parent.mkdir(parents=True, exist_ok=True)
     lock_path = directory.parent / f".{directory.name}.lock"
     with open(open_own(lock_path, os.O_WRONLY), "w") as lock:
@@ -33,5 +34,15 @@ def load_or_build(directory: Path, build: Callable[[], Graph], mmap: bool = True
                 build().save(directory)
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    return Graph.load(directory, mmap=mmap)
+    return _load(directory, mmap)
+
+
+def _load(directory: Path, mmap: bool) -> Graph:
+    """The cached graph; a damaged cache is one line saying how to rebuild it."""
+    try:
+        return Graph.load(directory, mmap=mmap)
+    except (ValueError, OSError, KeyError, TypeError) as err:   # JSONDecodeError is a ValueError
+        raise DatasetError(f"the cached graph in {directory} is damaged ({type(err).__name__}: "
+                           f"{' '.join(str(err).split())[:200]}); delete that directory and "
+                           "the next run rebuilds it") from None
 
