@@ -31,6 +31,7 @@ import torch
 
 from . import allocator
 from .config import resumable
+from .datasets.registry import dataset_files
 from .distributed import launch
 from .distributed.launcher import intra_op_threads
 from .errors import ConfigError
@@ -54,7 +55,9 @@ def fit(config, graph=None) -> dict:
     if config.run.tensorboard:
         summary_writer()                # a missing tensorboard package fails here, not on rank 0
     prepared = mode_class(config.mode).prepare(config, graph)
-    return launch(run_worker, config, *prepared)[0]
+    d = config.dataset
+    files = dataset_files(d.name, d.root, d.path) if graph is None else ""
+    return launch(run_worker, config, files, *prepared)[0]
 
 
 def compile_parts(model: torch.nn.Module) -> None:
@@ -83,14 +86,15 @@ def check_compiler() -> None:
                           "apt install g++) or set train.compile: false") from None
 
 
-def run_worker(ctx, config, *prepared) -> dict:
-    """One worker's whole run (the function `launch` runs on every rank)."""
-    return TrainingLoop(ctx, config, prepared).run()
+def run_worker(ctx, config, dataset_files: str, *prepared) -> dict:
+    """One worker's whole run (the function `launch` runs on every rank);
+    `dataset_files`: what the dataset's files hold (a resume checks they still do)."""
+    return TrainingLoop(ctx, config, prepared, dataset_files).run()
 
 
 class TrainingLoop:
-    def __init__(self, ctx, config, prepared=()):
-        self.ctx, self.config = ctx, config
+    def __init__(self, ctx, config, prepared=(), dataset_files: str = ""):
+        self.ctx, self.config, self.dataset_files = ctx, config, dataset_files
         self.malloc = allocator.keep_freed_memory()   # before the run's first large allocations
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
@@ -338,7 +342,8 @@ class TrainingLoop:
         state = {"epoch": self.epoch, "best_val": self.best_val, "best_epoch": self.best_epoch,
                  "best": self.best, "best_eval": self.best_eval, "current": current,
                  "optimizer": self.optimizer.state_dict(),
-                 "rng": self.comm.all_gather_object(_rng_state()), "config": self.config.to_dict()}
+                 "rng": self.comm.all_gather_object(_rng_state()), "config": self.config.to_dict(),
+                 "dataset_files": self.dataset_files}
         self.run_dir.save_checkpoint(state)
 
     def _resume(self) -> None:
@@ -356,6 +361,11 @@ class TrainingLoop:
                     "--resume (run.resume) to start a new run there")
             return                             # recovering before the first checkpoint
         changed = resume_changes(state.get("config"), self.config.to_dict(), self.run_dir.path)
+        was = state.get("dataset_files", "")
+        if was and self.dataset_files and was != self.dataset_files:
+            raise ConfigError(f"the dataset's files changed since the checkpoint in "
+                              f"{self.run_dir.path} (then: {was}; now: {self.dataset_files}); "
+                              "restore them, or drop --resume to start anew")
         try:
             self._restore(state["current"])
         except RuntimeError as err:            # e.g. another class count: size mismatch

@@ -59,7 +59,7 @@ def test_partition_of_an_unpartitionable_mode_is_one_line(tmp_path, capsys):
 
 
 def test_report_of_a_path_that_is_no_run_is_one_line(tmp_path, capsys):
-    assert main(["report", str(tmp_path / "nothing-here")]) == 1
+    assert main(["report", str(tmp_path / "nothing-here")]) == 2
     err = capsys.readouterr().err
     assert "nothing-here" in err and err.count("\n") == 1
 

@@ -150,4 +150,4 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
     assert main(["report", str(run)]) == 0
     assert (run / "loss.png").stat().st_size > 0
     assert (run / "metrics.png").stat().st_size > 0
-    assert main(["report", str(tmp_path / "missing")]) == 1
+    assert main(["report", str(tmp_path / "missing")]) == 2             # bad input

@@ -2,6 +2,7 @@
 time, resume refuses what it cannot honour, a diverging run stops, no torn records."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -136,7 +137,9 @@ def test_partitions_of_changed_dataset_files_are_never_reused(tmp_path):
         pytest.skip("needs ../shared/data (cora)")
     bundle = tmp_path / "data" / "bundles" / "static" / "cora.npz"
     bundle.parent.mkdir(parents=True)
-    bundle.write_bytes((shared_data_dir() / "static" / "cora.npz").read_bytes())
+    with np.load(shared_data_dir() / "static" / "cora.npz") as arrays:
+        cora = dict(arrays)
+    np.savez(bundle, **cora)
 
     def config(**partition):
         return from_dict({"dataset": {"name": "cora", "root": str(tmp_path / "data")},
@@ -145,7 +148,11 @@ def test_partitions_of_changed_dataset_files_are_never_reused(tmp_path):
     explicit = config(dir=str(tmp_path / "parts"))
     ensure_partitions(explicit, progress=False)
     default = ensure_partitions(config(), progress=False).path
-    os.utime(bundle, (1e9, 1e9))                          # the dataset's file changed
+    # the file edited in place: same size, same modification time, other content
+    before = bundle.stat()
+    np.savez(bundle, **{**cora, "y": cora["y"][::-1].copy()})
+    os.utime(bundle, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert bundle.stat().st_size == before.st_size
     with pytest.raises(PartitionError, match="was built with dataset.files='cora.npz: "):
         ensure_partitions(explicit, progress=False)
     assert ensure_partitions(config(), progress=False).path != default   # built anew
@@ -172,10 +179,10 @@ def test_a_damaged_dataset_cache_says_how_to_rebuild(tmp_path):
         load_dataset("synthetic-tiny", root=tmp_path)
 
 
-def test_resume_onto_data_the_model_no_longer_fits_is_one_line(tmp_path):
-    """The bundle replaced in place by one with another class count: --resume names the
-    cause instead of torch's size mismatch."""
-    from gnnsys.testing import tiny_graph
+def test_resume_onto_changed_data_is_one_line(tmp_path):
+    """The bundle edited in place (same size, same time): --resume refuses it by content.
+    A graph handed over in memory with another class count: the cause, not torch's size
+    mismatch."""
     g = tiny_graph(num_nodes=120, num_features=4)
     rows = np.repeat(np.arange(120), np.diff(g.indptr))
     bundle = tmp_path / "g.npz"
@@ -185,9 +192,17 @@ def test_resume_onto_data_the_model_no_longer_fits_is_one_line(tmp_path):
             "sampler": {"fanouts": [3, 3], "batch_size": 64, "threads": 1},
             "train": {"epochs": 1, "progress": False}, "run": {"dir": str(tmp_path / "run")}}
     gnnsys.Trainer(data).fit()
-    np.savez(bundle, edge_index=np.stack([g.indices, rows]), y=g.y, x=g.x,
-             num_classes=np.array(5))
+    before = bundle.stat()
+    np.savez(bundle, edge_index=np.stack([g.indices, rows]), y=g.y, x=g.x + 1)
+    os.utime(bundle, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert bundle.stat().st_size == before.st_size
     data["train"]["epochs"], data["run"]["resume"] = 2, True
+    with pytest.raises(ConfigError, match=r"the dataset's files changed since the checkpoint"
+                                          r" .*restore them, or drop --resume"):
+        gnnsys.Trainer(data).fit()
+    memory = {**data, "dataset": {}, "run": {"dir": str(tmp_path / "mem")}}
+    gnnsys.Trainer(memory, data=g).fit()
+    memory["run"] = {"dir": str(tmp_path / "mem"), "resume": True}
     with pytest.raises(ConfigError, match=r"holds a model this run's data no longer fits .*"
                                           r"restore it, or drop --resume"):
-        gnnsys.Trainer(data).fit()
+        gnnsys.Trainer(memory, data=dataclasses.replace(g, num_classes=5)).fit()

@@ -28,6 +28,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import gnnsys
 from gnnsys.config import load_config
 from gnnsys.datasets.registry import registry
 from gnnsys.testing import shared_data_dir, tiny_graph, tiny_temporal_graph
@@ -255,6 +256,39 @@ def test_bench_fullgraph(run, tmp_path):
     assert all(r["off_s"] > 0 and r["on_s"] > 0 for r in paired)
     assert re.search(r"^synthetic-tiny\s+2 fp32\s+2\s", out, re.M)
     assert "(the slowest rank's)" in out
+
+
+def test_bench_predict(run, tmp_path, monkeypatch):
+    out = run("bench_predict", "--config", "configs/quickstart.yaml", "--launchers", "threads",
+              "--repeats", "2", "--json", tmp_path / "p.json", *sets(*MINIBATCH))
+    saved = {r["key"]: r for r in json.loads((tmp_path / "p.json").read_text())["rows"]}
+    assert list(saved) == ["gnnsys-1", "gnnsys-2-threads", "pyg-edge_index", "pyg-adj_t"]
+    for row in saved.values():          # every side predicts every node, the same scores
+        assert row["nodes"] == 2000 and len(row["seconds"]) == 2 and row["max_diff"] < 1e-5
+    names = {"gnnsys-1": "gnnsys predict", "gnnsys-2-threads": "gnnsys predict (threads)",
+             "pyg-edge_index": "PyG GraphSAGE, edge_index (README)",
+             "pyg-adj_t": "PyG GraphSAGE, sparse adj_t"}
+    rate = {key: 2000 / np.median(saved[key]["seconds"]) for key in saved}
+    for key, name in names.items():
+        [cells] = rows(out, name)
+        assert cells[1:3] == ["2" if "-2-" in key else "1" if key == "gnnsys-1" else "-",
+                              "2,000"]
+        assert cells[4] == f"{rate[key]:,.0f}"
+        assert cells[5] == f"{rate[key] / rate['gnnsys-1']:.2f}x"
+    # one side in a process of its own is --only on a finished run (what --alone starts);
+    # a PyG forward estimated larger than the memory available is not run
+    gnnsys.Trainer(load_config(REPO / "configs/quickstart.yaml", overrides=[
+        *MINIBATCH, "train.epochs=1", "train.progress=false", f"run.dir={tmp_path / 'run'}"])).fit()
+    monkeypatch.setattr(importlib.import_module("bench_predict"), "available_memory", lambda: 0)
+    for key in ("gnnsys-1", "pyg-edge_index"):
+        run("bench_predict", "--run-dir", tmp_path / "run", "--only", key, "--repeats", "1",
+            "--json", tmp_path / f"{key}.json")
+        [row] = json.loads((tmp_path / f"{key}.json").read_text())["rows"]
+        assert row["key"] == key
+        if key == "gnnsys-1":
+            assert row["nodes"] == 2000 and len(row["seconds"]) == 1
+        else:
+            assert row["skipped"].startswith("does not fit: needs ~") and row["seconds"] == []
 
 
 def test_bench_pyg_loader(run, tmp_path):

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import os
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -177,8 +177,9 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
 
 def dataset_files(name: str, root: str | os.PathLike | None = None,
                   path: str | None = None) -> str:
-    """What the dataset's files on disk are now (name, bytes, last change), so that data
-    derived from them (partitions) can tell when they changed. Generated datasets, and
+    """What the dataset's files on disk hold now (name, bytes, a digest of their content),
+    so that what is derived from them (partitions, a checkpoint to resume) can tell when
+    they changed, even in place at the same size and time. Generated datasets, and
     graphs handed over in memory under a name the registry does not know: ''."""
     if not path and name not in registry():
         return ""
@@ -191,7 +192,26 @@ def dataset_files(name: str, root: str | os.PathLike | None = None,
         [path] if path.is_file() else []
     if not files:
         return f"{path.name}: missing"
-    stats = [f.stat() for f in files]
-    newest = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(max(s.st_mtime for s in stats)))
-    return (f"{path.name}: {len(files)} file(s), {sum(s.st_size for s in stats)} bytes, "
-            f"changed {newest} UTC")
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f"{f.relative_to(path) if path.is_dir() else f.name}\0".encode())
+        digest.update(_file_digest(f).encode())
+    size = sum(f.stat().st_size for f in files)
+    return f"{path.name}: {len(files)} file(s), {size} bytes, sha256 {digest.hexdigest()[:16]}"
+
+
+_digests: dict = {}
+
+
+def _file_digest(file: Path) -> str:
+    """sha256 of a file's content, remembered for this process while its inode, size and
+    change times stay the same (a run asks several times)."""
+    s = file.stat()
+    key = (str(file), s.st_ino, s.st_size, s.st_mtime_ns, s.st_ctime_ns)
+    if key not in _digests:
+        h = hashlib.sha256()
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        _digests[key] = h.hexdigest()
+    return _digests[key]

@@ -81,7 +81,7 @@ def test_workers_reproduce_single_process_with_pair_history(tiny_config, threade
     single = fit(tiny_config(run={"dir": str(tmp_path / "single")}, **sections), graph)
     cfg = tiny_config(run={"dir": str(tmp_path / "two")}, cluster={"workers": 2}, **sections)
     events = prepare_events(graph)
-    out = threaded_workers(run_worker, 2, cfg, events, vertex_ownership(cfg, events))[0]
+    out = threaded_workers(run_worker, 2, cfg, "", events, vertex_ownership(cfg, events))[0]
     assert out["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
     one = torch.load(tmp_path / "single" / "checkpoint.pt", weights_only=True)["current"]
     two = torch.load(tmp_path / "two" / "checkpoint.pt", weights_only=True)["current"]

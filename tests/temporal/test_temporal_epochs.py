@@ -27,7 +27,7 @@ def test_workers_reproduce_single_process_over_several_epochs(graph_factory, tin
     cfg = tiny_config(train=epochs, run={"dir": str(tmp_path / "two")},
                       cluster={"workers": 2})
     events = prepare_events(graph)
-    threaded_workers(run_worker, 2, cfg, events, vertex_ownership(cfg, events))
+    threaded_workers(run_worker, 2, cfg, "", events, vertex_ownership(cfg, events))
     single, two = checkpoint_state(tmp_path / "single"), checkpoint_state(tmp_path / "two")
     for name, value in single["model"].items():
         torch.testing.assert_close(two["model"][name], value, rtol=1e-4, atol=1e-5, msg=name)

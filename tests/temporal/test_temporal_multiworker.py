@@ -42,7 +42,7 @@ def test_workers_reproduce_single_process(arch, graph_factory, tiny_config, thre
                           temporal={"exchange": exchange, "ownership": ownership})
         events = prepare_events(graph)
         owner = vertex_ownership(cfg, events)
-        out = threaded_workers(run_worker, workers, cfg, events, owner)[0]
+        out = threaded_workers(run_worker, workers, cfg, "", events, owner)[0]
         assert_same_state(reference, load(run))
         assert out["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
         # a negative equal to the positive ties exactly in one run and may differ by an ulp
@@ -74,7 +74,7 @@ def test_simulated_exchange_predicts_the_measured_bytes(graph_factory, tiny_conf
         cfg = tiny_config(cluster={"workers": 3}, temporal={"exchange": exchange,
                                                             "ownership": "hash"})
         owner = vertex_ownership(cfg, events)
-        out = threaded_workers(run_worker, 3, cfg, events, owner)[0]
+        out = threaded_workers(run_worker, 3, cfg, "", events, owner)[0]
         predicted = simulate_exchange(cfg, events, 3, owner)[exchange]
         assert out["bytes_sent"] == predicted["sent"].sum()
         assert out["rows_sent"] == predicted["rows"]
@@ -89,6 +89,6 @@ def test_workers_with_empty_shards(graph_factory, tiny_config, threaded_workers,
     single = fit(tiny_config(run={"dir": str(tmp_path / "single")}, **sections), graph)
     cfg = tiny_config(run={"dir": str(tmp_path / "three")}, cluster={"workers": 3}, **sections)
     events = prepare_events(graph)
-    out = threaded_workers(run_worker, 3, cfg, events, vertex_ownership(cfg, events))[0]
+    out = threaded_workers(run_worker, 3, cfg, "", events, vertex_ownership(cfg, events))[0]
     assert_same_state(load(tmp_path / "single"), load(tmp_path / "three"))
     assert out["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
