@@ -188,10 +188,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised like Ctrl-C so the same cleanup runs (workers stopped, lock freed)."""
+    """SIGTERM or SIGHUP, raised like Ctrl-C so the same cleanup runs (workers stopped,
+    lock freed)."""
 
 
-def _on_sigterm(signum, frame):
+# exit code and what to say per signal handled; the one received is remembered, since a
+# library may turn the exception raised into a plain KeyboardInterrupt (Ray's ray.get does)
+STOP_SIGNALS = {signal.SIGTERM: (143, "terminated (SIGTERM)"),
+                signal.SIGHUP: (129, "hung up (SIGHUP: the terminal closed)")}
+_received: list = []
+
+
+def _on_stop_signal(signum, frame):
+    _received.append(signum)
     raise Terminated()
 
 
@@ -201,8 +210,9 @@ def explain(err: BaseException) -> tuple[int, str]:
     from .distributed.launcher import WorkerFailure
     from partition.format import PartitionError
     text = " ".join(str(err).split())
-    if isinstance(err, Terminated):
-        return 143, "terminated (SIGTERM); a train run continues with --resume"
+    if isinstance(err, KeyboardInterrupt) and _received:
+        code, what = STOP_SIGNALS[_received[-1]]
+        return code, f"{what}; a train run continues with --resume"
     if isinstance(err, KeyboardInterrupt):
         return 130, "interrupted; a train run continues with --resume"
     if isinstance(err, ConfigError):
@@ -229,7 +239,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get("GNNSYS_DEBUG", "") not in ("", "0")
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        for stop in STOP_SIGNALS:
+            signal.signal(stop, _on_stop_signal)
     try:
         return args.func(args)
     except BrokenPipeError:             # `gnnsys datasets | head`: the reader has what it wants

@@ -114,7 +114,7 @@ class ClusterConfig:
     gpus_per_worker: float = setting(0.0, ">= 0", resumable=True)
     backend: str = setting("auto", resumable=True)  # auto | gloo | nccl
     # collective / actor timeout before a clear error
-    timeout_s: float = setting(300.0, "> 0", resumable=True)
+    timeout_s: float = setting(300.0, ">= 1", resumable=True)   # < 1 s: rendezvous fails
     start_timeout_s: float = setting(180.0, "> 0", resumable=True)  # how long starting the workers may take
     # worker deaths to recover from (restart from checkpoint)
     max_failures: int = setting(1, ">= 0", resumable=True)
@@ -338,6 +338,15 @@ def validate(cfg: Config) -> Config:
     if cfg.cluster.fail_at is not None and not re.fullmatch(r"\d+:\d+", cfg.cluster.fail_at):
         raise ConfigError(f"config key 'cluster.fail_at' is {cfg.cluster.fail_at!r}; use "
                           "RANK:EPOCH, e.g. 1:2 (a fault test: that worker dies in that epoch)")
+    c = cfg.cluster
+    if c.launcher == "ray" and not (c.address or os.environ.get("RAY_ADDRESS")):
+        from .distributed.launcher import PRIVATE_CLUSTER_MIN_CPUS
+        most = max(os.cpu_count() or 1, PRIVATE_CLUSTER_MIN_CPUS)
+        if c.workers > most:
+            raise ConfigError(f"config key 'cluster.workers' is {c.workers}: a private Ray "
+                              f"cluster on this machine ({os.cpu_count()} cores) runs one "
+                              f"process per worker (~250 MB each); use at most {most}, "
+                              "cluster.launcher: threads, or a real cluster (cluster.address)")
     if cfg.cluster.workers == 1:               # it runs here: know it now
         import numba
         if (s.threads or 0) > numba.config.NUMBA_NUM_THREADS:

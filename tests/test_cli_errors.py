@@ -118,11 +118,16 @@ def test_corrupt_bundle_names_the_file(bundle_root, damage):
     assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
-def test_sigterm_ends_the_cli_like_ctrl_c(tmp_path):
-    """The CLI's SIGTERM handler raises like Ctrl-C: one line, exit 143, cleanup runs."""
+@pytest.mark.parametrize("stop, code, says", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                              (signal.SIGHUP, 129, "hung up (SIGHUP")])
+def test_sigterm_ends_the_cli_like_ctrl_c(tmp_path, stop, code, says):
+    """The CLI's SIGTERM / SIGHUP handler raises like Ctrl-C: one line, exit 128 + the
+    signal, cleanup runs; also when a library turned the exception into a plain
+    KeyboardInterrupt (Ray's ray.get does: a 2-worker run exited 130)."""
     script = ("import sys, time, gnnsys.cli as c\n"
               "def slow(args):\n"
               "    try:\n        print('ready', flush=True)\n        time.sleep(60)\n"
+              "    except KeyboardInterrupt:\n        raise KeyboardInterrupt from None\n"
               "    finally:\n        open(%r, 'w').close()\n"
               "c._train = slow\n"
               "raise SystemExit(c.main(['train', '-c', %r]))\n"
@@ -131,10 +136,10 @@ def test_sigterm_ends_the_cli_like_ctrl_c(tmp_path):
                             stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "GNNSYS_DEBUG": ""})
     assert proc.stdout.readline().strip() == "ready"   # inside the run, handler installed
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(stop)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err
-    assert "terminated" in one_line(err) and (tmp_path / "cleaned").exists()
+    assert proc.returncode == code, err
+    assert says in one_line(err) and (tmp_path / "cleaned").exists()
 
 
 def test_paths_that_are_not_what_they_should_be_are_one_line(capsys, tmp_path):
@@ -177,3 +182,17 @@ def test_version_and_a_closed_pipe():
     reader.wait()
     assert "BrokenPipeError" not in lister.stderr and "Traceback" not in lister.stderr, \
         lister.stderr[-2000:]
+
+
+def test_a_cluster_address_where_nothing_answers_is_one_line(capsys, tmp_path):
+    """ray.init waits for ever on an address where no head listens: refused at once."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]               # closed again: nothing listens there
+    code, err = run_cli(capsys, "train", "--config", QUICKSTART, "--set", "cluster.workers=2",
+                        "--set", f"cluster.address=127.0.0.1:{port}",
+                        "--set", f"run.dir={tmp_path / 'run'}",
+                        "--set", f"partition.dir={tmp_path / 'parts'}")
+    assert code == 2 and f"cluster.address 127.0.0.1:{port}: no Ray head answers" in \
+        one_line(err)

@@ -256,6 +256,8 @@ def test_values_as_a_user_types_them(tmp_path):
     ("train.seed=99999999999999999999", "'train.seed' must be in [0, 2**63)"),
     ("cluster.fail_at=banana", "'cluster.fail_at' is 'banana'; use RANK:EPOCH"),
     ("sampler.threads=100000", "'sampler.threads' is 100000, more than the"),
+    ("cluster.workers=64", "'cluster.workers' is 64: a private Ray cluster on this machine"),
+    ("cluster.timeout_s=0.01", "'cluster.timeout_s' must be >= 1, got 0.01"),
 ])
 def test_values_that_would_fail_deep_inside_are_refused_up_front(override, message):
     from gnnsys.config import load_config

@@ -37,6 +37,9 @@ from .local import ThreadGroup
 
 log = logging.getLogger(__name__)
 LAUNCHERS = ("ray", "threads")     # cluster.launcher
+# a private local cluster offers at least this many logical CPUs (scheduling only), and so
+# runs at most max(cores, this) workers
+PRIVATE_CLUSTER_MIN_CPUS = 8
 
 
 class WorkerFailure(RuntimeError):
@@ -258,16 +261,31 @@ def init_ray(config) -> None:
                   logging_level=logging.WARNING, log_to_driver=True)
     on_sigterm = signal.getsignal(signal.SIGTERM)
     if address:
+        check_reachable(address)
         ray.init(address=address, **kwargs)
     else:
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
-        ray.init(address="local", num_cpus=max(need, os.cpu_count() or 1, 8),
+        ray.init(address="local", num_cpus=max(need, os.cpu_count() or 1,
+                                               PRIVATE_CLUSTER_MIN_CPUS),
                  _node_ip_address="127.0.0.1", **kwargs)
     # ray.init replaces the SIGTERM handler with sys.exit; keep the CLI's (a clean stop).
     if callable(on_sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def check_reachable(address: str, timeout_s: float = 10.0) -> None:
+    """An address of host:port must answer before ray.init, which waits on a dead one for
+    ever; "auto", "local" and ray:// addresses are left to Ray."""
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as err:
+        raise ConfigError(f"cluster.address {address}: no Ray head answers there ({err}); "
+                          "start one (ray start --head) or fix the address") from None
 
 
 def check_resources(ray, config) -> None:

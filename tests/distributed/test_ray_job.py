@@ -32,9 +32,10 @@ def free_ports(count: int) -> list[int]:
     return ports
 
 
-@pytest.fixture()
+@pytest.fixture(scope="module")
 def ray_head():
-    """A Ray head with a dashboard; yields the job-submission address."""
+    """A Ray head with a dashboard; yields the job-submission address. One for the module:
+    a head takes ~15 s to start on 2 cores, and no test changes it."""
     # Short temp path: Ray's unix sockets live under it and have a length limit.
     temp = Path(tempfile.mkdtemp(prefix="gnsrj", dir="/tmp"))
     ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))))
