@@ -18,6 +18,7 @@ import errno
 import logging
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -225,6 +226,11 @@ def explain(err: BaseException) -> tuple[int, str]:
         return 1, f"training stopped: {text}"
     if isinstance(err, WorkerFailure):
         return 1, f"training failed: {text}"
+    if type(err).__name__ == "OutOfMemoryError" and "Ray killed" in text:   # Ray's, ~3 kB
+        used = re.search(r"was ([\d.]+GB used / [\d.]+GB limit)", text)
+        return 1, ("out of memory: Ray killed the workers as the machine ran low"
+                   + (f" ({used.group(1)})" if used else "") + "; free memory, lower "
+                   "sampler.batch_size or cluster.workers, and --resume")
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         return 1, (f"no space left on the device holding {err.filename or 'a file being written'}"
                    "; free space (or point run.dir / $GNNSYS_DATA elsewhere) and --resume")

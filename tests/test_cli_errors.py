@@ -196,3 +196,13 @@ def test_a_cluster_address_where_nothing_answers_is_one_line(capsys, tmp_path):
                         "--set", f"partition.dir={tmp_path / 'parts'}")
     assert code == 2 and f"cluster.address 127.0.0.1:{port}: no Ray head answers" in \
         one_line(err)
+
+
+def test_rays_out_of_memory_report_is_one_short_line():
+    class OutOfMemoryError(Exception):          # ray.exceptions.OutOfMemoryError's message
+        pass
+    text = ("2 worker(s) were killed due to the node running low on memory. Memory on the "
+            "node (IP: 10.0.0.2, ID: 5de8) was 23.10GB used / 23.54GB limit (0.98) OOM kill "
+            "reason: ... Ray killed 2 worker(s) based on the killing policy ... " + "x" * 3000)
+    code, line = cli.explain(OutOfMemoryError(text))
+    assert code == 1 and len(line) < 200 and "(23.10GB used / 23.54GB limit)" in line
