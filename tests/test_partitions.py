@@ -151,3 +151,19 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
     assert (run / "loss.png").stat().st_size > 0
     assert (run / "metrics.png").stat().st_size > 0
     assert main(["report", str(tmp_path / "missing")]) == 2             # bad input
+
+
+@pytest.mark.parametrize("name", ["y", "train_idx", "val_idx", "test_idx", "orig_ids"])
+def test_a_tampered_label_or_split_file_is_caught(tmp_path, name):
+    """Every file of a part is in the manifest's checksums, labels and splits included: a
+    same-size edit is refused, naming the file (issue 37, item 7)."""
+    from gnnsys.partitions import ensure_partitions
+    from partition.format import PartitionError, PartitionSet
+    config = from_dict({"cluster": {"workers": 2}, "partition": {"dir": str(tmp_path / "p")},
+                        "dataset": {"name": "synthetic-tiny", "root": str(tmp_path / "d")}})
+    ensure_partitions(config, progress=False)
+    file = tmp_path / "p" / "part-1" / f"{name}.npy"
+    values = np.load(file)
+    np.save(file, values[::-1].copy() if len(values) > 1 else values + 1)
+    with pytest.raises(PartitionError, match=f"part-1/{name}.npy does not match its sha256"):
+        PartitionSet(tmp_path / "p").verify(parts=[1])
