@@ -31,7 +31,7 @@ import numpy as np
 import torch
 import yaml
 
-from partition.format import open_own, remove_dead_temps, temp_prefix
+from partition.format import open_own, remove_dead_temps, temp_prefix, user_mode
 
 from .errors import ConfigError
 
@@ -47,6 +47,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)
     try:
+        user_mode(tmp)                  # mkstemp's file is 0600
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -91,11 +91,31 @@ def remove_dead_temps(directory: Path) -> None:
         shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
 
+def umask() -> int:
+    """The process's umask, read without changing it (os.umask would, for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def user_mode(path, directory: bool = False) -> None:
+    """One policy for every file and folder gnnsys writes: the modes the user's umask
+    gives (temp files and folders start private, 0600 / 0700, until they are swapped in)."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~umask())
+
+
 def open_own(path: Path, flags: int) -> int:
     """os.open (O_CREAT) of a file gnnsys writes in place (a lock, metrics.jsonl), never
-    through a symbolic link: one planted there would have gnnsys overwrite its target."""
+    through a symbolic link: one planted there would have gnnsys overwrite its target.
+    Created with the modes the user's umask gives, as everything gnnsys writes."""
     try:
-        return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        return os.open(path, flags | os.O_CREAT | os.O_NOFOLLOW, 0o666)
     except OSError as err:
         if err.errno != errno.ELOOP:
             raise
@@ -122,6 +142,9 @@ def atomic_directory(path: Path):
     tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(path), dir=path.parent))
     try:
         yield tmp
+        for part in (tmp, *tmp.rglob("*")):
+            if not part.is_symlink():
+                user_mode(part, directory=part.is_dir())
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)

@@ -149,3 +149,34 @@ def test_a_full_disk_under_the_data_root_names_the_file(tmp_path):
     ok, filename = out.stdout.split()
     assert ok == "True" and filename.endswith(".npy") and filename.startswith(str(tmp_path))
     assert [p.name for p in tmp_path.iterdir()] == [".graph.lock"]   # no temp left behind
+
+
+def test_every_file_and_folder_gnnsys_writes_follows_the_umask(tmp_path):
+    """One policy (issue 37, item 6): checkpoint, config, metrics (also after a resume),
+    lock, charts, partitions and the dataset cache all get the modes the user's umask
+    gives; nothing is left private (0600 / 0700) because a temp file made it."""
+    import stat
+    import gnnsys
+    from gnnsys.report import make_report
+    data = {"mode": "minibatch", "dataset": {"name": "synthetic-tiny",
+                                             "root": str(tmp_path / "data")},
+            "model": {"hidden": 8, "layers": 2},
+            "sampler": {"fanouts": [3, 3], "batch_size": 128, "threads": 1},
+            "cluster": {"workers": 2, "launcher": "threads"},
+            "partition": {"dir": str(tmp_path / "parts")},
+            "train": {"epochs": 1, "progress": False}, "run": {"dir": str(tmp_path / "run")}}
+    old = os.umask(0o027)
+    try:
+        gnnsys.Trainer(data).fit()
+        data["train"]["epochs"], data["run"]["resume"] = 2, True
+        gnnsys.Trainer(data).fit()
+        make_report(tmp_path / "run")
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): stat.S_IMODE(p.stat().st_mode)
+             for p in tmp_path.rglob("*") if not p.is_symlink()}
+    wrong = {p: oct(m) for p, m in modes.items()
+             if m != (0o750 if (tmp_path / p).is_dir() else 0o640)}
+    assert not wrong, wrong
+    assert {"run/checkpoint.pt", "run/config.yaml", "run/metrics.jsonl", "run/.lock",
+            "run/loss.png", "parts/manifest.json", "parts/part-0/y.npy"} <= set(modes)
