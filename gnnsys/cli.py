@@ -35,11 +35,21 @@ def _train(args) -> int:
         overrides.append("run.resume=true")
     config = load_config(args.config, overrides)
     metrics = Trainer(config).fit()
-    print("final: " + ", ".join(f"{k} {_number(v)}" for k, v in metrics.items()))
+    print(final_line(metrics))
     if args.json:
         from .runlog import json_line
         print(json_line(metrics))            # strict JSON: a NaN metric prints as null
     return 0
+
+
+def final_line(metrics: dict) -> str:
+    """The run's one readable summary: its scalar figures (nested per-rank tables and
+    counters that stayed 0 are left to --json and metrics.jsonl), epochs counted from 1
+    as the epoch lines count them."""
+    shown = {k: v + 1 if k == "best_epoch" else v for k, v in metrics.items()
+             if isinstance(v, (int, float, str))}
+    return "final: " + ", ".join(f"{k} {_number(v)}" for k, v in shown.items()
+                                 if not (type(v) is int and v == 0))
 
 
 def _number(value) -> str:

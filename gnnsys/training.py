@@ -252,7 +252,7 @@ class TrainingLoop:
         if not (math.isfinite(record["loss"]) and weights_ok):   # the same on every rank
             what = "loss" if weights_ok else "model weights"
             raise FloatingPointError(
-                f"the training {what} became non-finite in epoch {epoch}; stopped without "
+                f"the training {what} became non-finite in epoch {epoch + 1}; stopped without "
                 f"saving this epoch (the last good checkpoint in {self.config.run.dir} is kept); "
                 "lower train.lr or check the input features")
         return record

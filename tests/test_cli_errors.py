@@ -206,3 +206,11 @@ def test_rays_out_of_memory_report_is_one_short_line():
             "reason: ... Ray killed 2 worker(s) based on the killing policy ... " + "x" * 3000)
     code, line = cli.explain(OutOfMemoryError(text))
     assert code == 1 and len(line) < 200 and "(23.10GB used / 23.54GB limit)" in line
+
+
+def test_the_final_line_is_one_readable_summary():
+    line = cli.final_line({"epochs": 3, "best_epoch": 0, "val_acc": 0.5, "rows_sent": 0,
+                           "partition": [{"rank": 0, "inner": 10}], "exchange": "dedup",
+                           "test_ap_inductive": float("nan"), "bytes": {"2": 0}})
+    assert line == ("final: epochs 3, best_epoch 1, val_acc 0.5000, exchange dedup, "
+                    "test_ap_inductive n/a")
