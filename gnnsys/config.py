@@ -44,7 +44,7 @@ class DatasetConfig:
     # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
     root: str | None = setting(None, resumable=True)
     split: int = setting(0, ">= 0")      # which standard split, for multi-split datasets
-    params: dict = field(default_factory=dict)   # overrides for synthetic generators
+    params: dict = field(default_factory=dict)   # synthetic generators' parameters; own data: train_fraction, val_fraction of its random split
     normalize_features: str = "none"     # none | row (rows sum to 1, as PyG's NormalizeFeatures) | standard
     feature_dtype: str = "float32"       # float32 | float16 (minibatch: SALIENT++'s storage, half the bytes)
 
