@@ -214,3 +214,14 @@ def test_the_final_line_is_one_readable_summary():
                            "test_ap_inductive": float("nan"), "bytes": {"2": 0}})
     assert line == ("final: epochs 3, best_epoch 1, val_acc 0.5000, exchange dedup, "
                     "test_ap_inductive n/a")
+
+
+def test_worker_lines_reach_a_log_without_colour_codes(monkeypatch):
+    import io
+    from gnnsys.distributed.launcher import plain_worker_lines
+    monkeypatch.delenv("RAY_COLOR_PREFIX", raising=False)
+    plain_worker_lines(io.StringIO())               # a pipe or a file: plain
+    assert os.environ["RAY_COLOR_PREFIX"] == "0"
+    monkeypatch.setenv("RAY_COLOR_PREFIX", "1")     # the user's choice stays
+    plain_worker_lines(io.StringIO())
+    assert os.environ["RAY_COLOR_PREFIX"] == "1"

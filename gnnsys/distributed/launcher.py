@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -256,6 +257,7 @@ def init_ray(config) -> None:
     import ray
     if ray.is_initialized():
         return
+    plain_worker_lines()
     address = config.cluster.address or os.environ.get("RAY_ADDRESS")
     kwargs = dict(ignore_reinit_error=True, include_dashboard=False,
                   logging_level=logging.WARNING, log_to_driver=True)
@@ -273,6 +275,15 @@ def init_ray(config) -> None:
     # ray.init replaces the SIGTERM handler with sys.exit; keep the CLI's (a clean stop).
     if callable(on_sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def plain_worker_lines(stream=None) -> None:
+    """Workers' lines reach a log file or pipe without colour codes (Ray wraps its
+    "(_Worker pid=N)" prefix in ANSI colours unless RAY_COLOR_PREFIX=0); a terminal keeps
+    them, and so does a RAY_COLOR_PREFIX the user set."""
+    stream = stream or sys.stdout
+    if not (hasattr(stream, "isatty") and stream.isatty()):
+        os.environ.setdefault("RAY_COLOR_PREFIX", "0")
 
 
 def check_reachable(address: str, timeout_s: float = 10.0) -> None:
