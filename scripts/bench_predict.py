@@ -27,6 +27,12 @@ gnnsys predict on 1 worker, measured in the same run. `--alone` also runs every 
 once in a fresh process of its own (this script with --only), so a ratio can be checked
 free of what earlier sides left in the process (memory kept, thread pools, Ray).
 
+Every process of the script keeps the memory it frees (`gnnsys.allocator`, as training
+and the threads launcher do; `GNNSYS_MALLOC=system` keeps glibc's defaults), so no side
+depends on whether an earlier one switched it on. `gnnsys predict` from the command line
+on 1 worker does not switch it on today, and there every batch's messages are page-faulted
+in afresh (BENCHMARKS.md, "Inference throughput").
+
     python scripts/bench_predict.py                   # synthetic-products, 3 repeats
     python scripts/bench_predict.py --alone --repeats 3
     python scripts/bench_predict.py --run-dir runs/dist-synthetic-products --workers 1 2
@@ -48,6 +54,7 @@ import numpy as np
 import torch
 
 import gnnsys
+from gnnsys import allocator
 from gnnsys.config import load_config
 from gnnsys.result import RunResult
 
@@ -301,6 +308,7 @@ def main(argv=None) -> None:
         parser.error(f"--only {args.only}: gnnsys-1, gnnsys-K-ray, gnnsys-K-threads, "
                      + " or ".join(PYG))
     keys = [args.only] if args.only else side_keys(args)
+    malloc = allocator.keep_freed_memory()     # before the first large allocation
     load_before = harness.load_average()
     with tempfile.TemporaryDirectory(prefix="bench_predict_") as scratch:
         scratch = Path(scratch)
@@ -340,8 +348,8 @@ def main(argv=None) -> None:
     print(f"\n{c.dataset.name}: {rows[keys[0]]['nodes']:,} nodes; {c.model.arch}, "
           f"{c.model.layers} layers x {c.model.hidden}; sampler.eval_batch_size "
           f"{c.sampler.eval_batch_size}; {args.repeats} round(s), interleaved; torch threads "
-          f"{torch.get_num_threads()} (this process); load average {load_before} -> "
-          f"{harness.load_average()}\n")
+          f"{torch.get_num_threads()} (this process); malloc {malloc}; load average "
+          f"{load_before} -> {harness.load_average()}\n")
     print(table(rows, sides.saved, keys[0], alone))
     print("\nseconds: gnnsys rows the whole RunResult.predict call; PyG rows the forward "
           "alone, inputs built beforehand ("
@@ -349,8 +357,8 @@ def main(argv=None) -> None:
           "nodes/s over gnnsys predict's on 1 worker; max abs diff: of the scores, over "
           "gnnsys's on 1 worker" + ("; alone: one run in a fresh process of its own"
                                     if alone is not None else ""))
-    harness.write_json(args.json, {"args": vars(args), "load": [load_before,
-                                                                harness.load_average()],
+    harness.write_json(args.json, {"args": vars(args), "malloc": malloc,
+                                   "load": [load_before, harness.load_average()],
                                    "rows": [{"key": key, **row} for key, row in rows.items()],
                                    "alone": alone, "prep_s": sides.prep_s})
 

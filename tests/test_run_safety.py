@@ -97,7 +97,7 @@ def test_a_diverging_run_stops_and_keeps_its_last_good_checkpoint(tmp_path):
     fit(_config(run), graph)
     with pytest.raises(FloatingPointError, match="became non-finite in epoch .*kept") as err:
         fit(_config(run, train={"epochs": 6, "lr": 1e30}, run={"resume": True}), graph)
-    bad = int(str(err.value).split("epoch ")[1].split(";")[0])
+    bad = int(str(err.value).split("epoch ")[1].split(";")[0]) - 1   # counted from 1
     state = torch.load(run / "checkpoint.pt", weights_only=True)
     assert state["epoch"] == bad - 1                        # the last finite epoch's
     assert all(torch.isfinite(v).all() for v in state["current"]["model"].values())
@@ -170,13 +170,13 @@ def test_a_repeated_temporal_run_moves_the_previous_one_aside(tmp_path):
 
 
 def test_a_damaged_dataset_cache_says_how_to_rebuild(tmp_path):
-    from gnnsys.datasets import DatasetError, load_dataset
-    load_dataset("synthetic-tiny", root=tmp_path)
-    meta = next(tmp_path.rglob("meta.json"))
-    meta.write_text("{not json")
+    from gnnsys.datasets import DatasetError
+    from gnnsys.datasets.cache import load_or_build
+    load_or_build(tmp_path / "cached", lambda: tiny_graph(num_nodes=50))
+    (tmp_path / "cached" / "meta.json").write_text("{not json")
     with pytest.raises(DatasetError, match=r"the cached graph in .* is damaged \(JSONDecodeError"
                                            r".*delete that directory and the next run rebuilds"):
-        load_dataset("synthetic-tiny", root=tmp_path)
+        load_or_build(tmp_path / "cached", lambda: tiny_graph(num_nodes=50))
 
 
 def test_resume_onto_changed_data_is_one_line(tmp_path):

@@ -255,15 +255,16 @@ def init_ray(config) -> None:
     cluster's processes belong to this driver: they stop when it exits, and the actors
     (owned by the driver) die with it, even on kill -9."""
     import ray
+    address = config.cluster.address or os.environ.get("RAY_ADDRESS")
+    if address:
+        check_reachable(address)       # also when this process already runs Ray
     if ray.is_initialized():
         return
     plain_worker_lines()
-    address = config.cluster.address or os.environ.get("RAY_ADDRESS")
     kwargs = dict(ignore_reinit_error=True, include_dashboard=False,
                   logging_level=logging.WARNING, log_to_driver=True)
     on_sigterm = signal.getsignal(signal.SIGTERM)
     if address:
-        check_reachable(address)
         ray.init(address=address, **kwargs)
     else:
         # Logical CPUs only steer scheduling; leave room so later runs in this process
