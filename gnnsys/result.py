@@ -303,7 +303,9 @@ def _check_times(t: np.ndarray, events) -> None:
 def restored_mode(ctx, config, state: dict, *prepared):
     """This rank's mode with the selected snapshot `state` loaded into its model (`.model`)
     and its own state; a model the run's data no longer fits is one line."""
+    from .allocator import keep_freed_memory
     from .mode import mode_class
+    keep_freed_memory()     # inference frees and allocates each batch's rows as training does
     mode = mode_class(config.mode)(ctx, config, *prepared)
     try:
         mode.build_model().load_state_dict(state["model"])
