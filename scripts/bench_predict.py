@@ -27,11 +27,11 @@ gnnsys predict on 1 worker, measured in the same run. `--alone` also runs every 
 once in a fresh process of its own (this script with --only), so a ratio can be checked
 free of what earlier sides left in the process (memory kept, thread pools, Ray).
 
-Every process of the script keeps the memory it frees (`gnnsys.allocator`, as training
-and the threads launcher do; `GNNSYS_MALLOC=system` keeps glibc's defaults), so no side
-depends on whether an earlier one switched it on. `gnnsys predict` from the command line
-on 1 worker does not switch it on today, and there every batch's messages are page-faulted
-in afresh (BENCHMARKS.md, "Inference throughput").
+Every process of the script keeps the memory it frees from its start (`gnnsys.allocator`,
+as training and prediction do; `GNNSYS_MALLOC=system` keeps glibc's defaults), so the PyG
+sides run under the same policy and no side depends on an earlier one having switched it
+on (without it, every batch's messages are page-faulted in afresh: BENCHMARKS.md,
+"Inference throughput").
 
     python scripts/bench_predict.py                   # synthetic-products, 3 repeats
     python scripts/bench_predict.py --alone --repeats 3
