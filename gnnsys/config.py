@@ -25,6 +25,32 @@ from .errors import ConfigError
 from .mode import MODES, mode_class
 
 
+class ConfigLoader(yaml.SafeLoader):
+    """YAML numbers as people write them (as YAML 1.2 reads them): `1e-3` is a float
+    (YAML 1.1 reads it as a string), `1:2` a string (YAML 1.1: 62, base 60, which broke
+    cluster.fail_at) and `010` not an octal 8."""
+
+
+_NUMBER_TAGS = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+ConfigLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in _NUMBER_TAGS]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+ConfigLoader.add_implicit_resolver(        # ints first: "5" is an int, not a float
+    _NUMBER_TAGS[0], re.compile(r"^(?:[-+]?0b[01_]+|[-+]?0x[0-9a-fA-F_]+"
+                                r"|[-+]?(?:0|[1-9][0-9_]*))$"), list("-+0123456789"))
+ConfigLoader.add_implicit_resolver(
+    _NUMBER_TAGS[1], re.compile(r"^(?:[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)"
+                                r"(?:[eE][-+]?[0-9]+)?"
+                                r"|[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+"
+                                r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"),
+    list("-+0123456789."))
+
+
+def read_yaml(text: str):
+    """Config and registry YAML, read safely (no tags that build objects)."""
+    return yaml.load(text, Loader=ConfigLoader)
+
+
 def setting(default=None, range: str | None = None, *, factory=None, resumable: bool = False):
     """A config field whose metadata says its allowed `range` (RULES: null, where a key
     allows it, is always fine) and whether `--resume` may change it (the checkpoint's model,
@@ -261,11 +287,6 @@ def _convert(hint, value, path):
             raise ConfigError(f"config key '{path}' must be an integer, got {value!r}")
         return value
     if target is float:
-        if isinstance(value, str):      # YAML 1.1 reads 1e-3 (no dot) as a string
-            try:
-                value = float(value)
-            except ValueError:
-                pass
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"config key '{path}' must be a number, got {value!r}")
         return float(value)
@@ -335,9 +356,10 @@ def validate(cfg: Config) -> Config:
                             for f in s.fanouts):
         raise ConfigError(f"config key 'sampler.fanouts' is {s.fanouts!r}; use a list of "
                           "positive integers (or -1 for all neighbours), e.g. [15, 10]")
-    if cfg.cluster.fail_at is not None and not re.fullmatch(r"\d+:\d+", cfg.cluster.fail_at):
+    if cfg.cluster.fail_at is not None and not re.fullmatch(r"\d+:0*[1-9]\d*", cfg.cluster.fail_at):
         raise ConfigError(f"config key 'cluster.fail_at' is {cfg.cluster.fail_at!r}; use "
-                          "RANK:EPOCH, e.g. 1:2 (a fault test: that worker dies in that epoch)")
+                          "RANK:EPOCH, e.g. 1:2 (a fault test: that worker dies in that "
+                          "epoch; epochs count from 1)")
     c = cfg.cluster
     if c.launcher == "ray" and not (c.address or os.environ.get("RAY_ADDRESS")):
         from .distributed.launcher import PRIVATE_CLUSTER_MIN_CPUS
@@ -378,7 +400,7 @@ def _apply_override(data: dict, item: str) -> str:
     if not equals or not all(parts):
         raise ConfigError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
     try:
-        value = yaml.safe_load(raw)
+        value = read_yaml(raw)
     except yaml.YAMLError:
         raise ConfigError(f"override '{item}': the value is not valid YAML; quote strings, "
                           "close brackets, e.g. sampler.fanouts=[5,5]") from None
@@ -421,7 +443,7 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
             what = "is a directory" if path.is_dir() else "does not exist"
             raise ConfigError(f"config file {path} {what}; pass the path of a YAML file")
         try:
-            data = yaml.safe_load(path.read_text())
+            data = read_yaml(path.read_text())
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
         if data is None:                # an empty file would train every default

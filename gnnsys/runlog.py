@@ -297,6 +297,37 @@ def _jsonable(value):
     return str(value)
 
 
+_compile_notice = None       # numba's listener, registered once per process
+
+
+def announce_kernel_compiles() -> None:
+    """Say once per process, when numba starts compiling one of gnnsys's kernels (a cache
+    miss: a fresh install or an edited kernel), why the first batch waits: without it the
+    bar sits still 10-25 s and then shows an ETA of hours."""
+    global _compile_notice
+    if _compile_notice is not None:
+        return
+    from numba.core import event
+    from tqdm.auto import tqdm
+
+    class CompileNotice(event.Listener):
+        said = False
+
+        def on_start(self, ev):
+            func = getattr(ev.data.get("dispatcher"), "py_func", None)
+            package = (getattr(func, "__module__", None) or "").split(".")[0]
+            if not self.said and package in ("samplers", "gnnsys"):
+                self.said = True
+                tqdm.write("compiling kernels (first run only: numba caches them; the first "
+                           "batch waits for it)", file=sys.stderr)
+
+        def on_end(self, ev):
+            pass
+
+    _compile_notice = CompileNotice()
+    event.register("numba:compile", _compile_notice)
+
+
 def progress(iterable=None, total=None, desc="", enabled=True, **kw):
     """A tqdm bar on stderr, or the bare iterable when disabled / not wanted."""
     from tqdm.auto import tqdm

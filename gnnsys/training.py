@@ -23,6 +23,7 @@ import copy
 import math
 import os
 import platform
+import sys
 import threading
 import time
 
@@ -37,7 +38,7 @@ from .distributed.launcher import intra_op_threads
 from .errors import ConfigError
 from .mode import REDUCTIONS, mode_class
 from .report import CHARTS
-from .runlog import RunDir, progress, summary_writer
+from .runlog import RunDir, announce_kernel_compiles, progress, summary_writer
 
 FAIL_EXIT_CODE = 17
 _SEEDING = threading.Lock()
@@ -96,6 +97,8 @@ class TrainingLoop:
     def __init__(self, ctx, config, prepared=(), dataset_files: str = ""):
         self.ctx, self.config, self.dataset_files = ctx, config, dataset_files
         self.malloc = allocator.keep_freed_memory()   # before the run's first large allocations
+        if ctx.is_main and config.train.progress:
+            announce_kernel_compiles()
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
         self.run_dir.lock(wait_s=0 if ctx.attempt == 0 else 60)   # a killed rank 0 lets go
@@ -225,6 +228,8 @@ class TrainingLoop:
         with intra_op_threads(self.training_threads()):
             for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
                 if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
+                    print(f"cluster.fail_at: worker {self.ctx.rank} exits in epoch "
+                          f"{epoch + 1} (a fault test)", file=sys.stderr, flush=True)
                     os._exit(FAIL_EXIT_CODE)          # simulate a crashed worker process
                 # zeroed, not None: a parameter a step leaves unused keeps its momentum update
                 # in one process and in K (the all-reduce needs every gradient)
@@ -391,11 +396,12 @@ class TrainingLoop:
                   flush=True)
 
     def _fail_here(self, epoch: int) -> bool:
-        """The fault-test hook cluster.fail_at = "RANK:EPOCH" (first attempt only)."""
+        """The fault-test hook cluster.fail_at = "RANK:EPOCH" (first attempt only; epochs
+        count from 1, as the epoch lines do)."""
         if not self.config.cluster.fail_at or self.ctx.attempt > 0:
             return False
         rank, at_epoch = (int(v) for v in self.config.cluster.fail_at.split(":"))
-        return rank == self.ctx.rank and at_epoch == epoch
+        return rank == self.ctx.rank and at_epoch == epoch + 1
 
     # ------------------------------------------------------------------ output
     def _print(self, record: dict) -> None:

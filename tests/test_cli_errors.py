@@ -225,3 +225,22 @@ def test_worker_lines_reach_a_log_without_colour_codes(monkeypatch):
     monkeypatch.setenv("RAY_COLOR_PREFIX", "1")     # the user's choice stays
     plain_worker_lines(io.StringIO())
     assert os.environ["RAY_COLOR_PREFIX"] == "1"
+
+
+def test_rays_token_notice_is_quiet_and_its_warning_when_off_is_not():
+    import importlib.util
+    import logging
+    from gnnsys.distributed.launcher import RAY_TOKEN_LOGGER, _quiet_token_notice
+    assert importlib.util.find_spec(RAY_TOKEN_LOGGER)      # the module that logs it
+    logger, seen = logging.getLogger(RAY_TOKEN_LOGGER), []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage()[:36])
+    logger.addHandler(handler)
+    logger.addFilter(_quiet_token_notice)                  # as init_ray does
+    try:
+        logger.warning("Token authentication is enabled for this Ray cluster. Set ...")
+        logger.warning("Token authentication is disabled for this Ray cluster. Anyone ...")
+    finally:
+        logger.removeFilter(_quiet_token_notice)
+        logger.removeHandler(handler)
+    assert seen == ["Token authentication is disabled for"]

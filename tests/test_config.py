@@ -241,11 +241,16 @@ def test_malformed_overrides_are_one_line(item, words):
 
 
 def test_values_as_a_user_types_them(tmp_path):
-    """1e-3 is a number (YAML 1.1 reads it as a string); '#' in a --set value is kept."""
+    """1e-3 is a number (YAML 1.1 reads it as a string), 1:2 a string (YAML 1.1: 62, in
+    base 60), 010 not octal; '#' in a --set value is kept."""
     from gnnsys.config import load_config
     path = tmp_path / "run.yaml"
-    path.write_text("train:\n  lr: 1e-3\n")
+    path.write_text("train:\n  lr: 1e-3\ncluster:\n  fail_at: 1:2\n")
     assert load_config(path).train.lr == 0.001
+    assert load_config(path).cluster.fail_at == "1:2"
+    assert load_config(path, ["cluster.fail_at=0:3"]).cluster.fail_at == "0:3"
+    with pytest.raises(ConfigError, match="'train.epochs' must be an integer, got '010'"):
+        load_config(path, ["train.epochs=010"])
     assert load_config(path, ["run.dir=runs/exp #1"]).run.dir == "runs/exp #1"
     assert load_config(path, ["run.dir='quoted #2'"]).run.dir == "quoted #2"
     with pytest.raises(ConfigError, match="'train.lr' must be a number, got 'fast'"):
@@ -255,6 +260,7 @@ def test_values_as_a_user_types_them(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ("train.seed=99999999999999999999", "'train.seed' must be in [0, 2**63)"),
     ("cluster.fail_at=banana", "'cluster.fail_at' is 'banana'; use RANK:EPOCH"),
+    ("cluster.fail_at=1:0", "'cluster.fail_at' is '1:0'; use RANK:EPOCH"),
     ("sampler.threads=100000", "'sampler.threads' is 100000, more than the"),
     ("cluster.workers=64", "'cluster.workers' is 64: a private Ray cluster on this machine"),
     ("cluster.timeout_s=0.01", "'cluster.timeout_s' must be >= 1, got 0.01"),

@@ -54,3 +54,27 @@ def test_records_and_the_cli_print_strict_json_and_no_nan():
     assert json.loads(line, parse_constant=lambda c: pytest.fail(f"{c} in {line}")) == {
         "test_ap_inductive": None, "loss": 0.5, "sizes": [1, 2], "worst": [None]}
     assert _number(float("nan")) == "n/a" and _number(0.98765) == "0.9877"
+
+
+COMPILES = """
+from numba import njit
+from gnnsys.runlog import announce_kernel_compiles
+announce_kernel_compiles(); announce_kernel_compiles()     # registered once
+
+def ours(x): return x + 1
+def theirs(x): return x + 2
+def ours_too(x): return x + 3
+ours.__module__, ours_too.__module__ = "samplers.example", "gnnsys.example"
+print(njit(theirs)(1), flush=True)       # a user's kernel: not ours to announce
+print(njit(ours)(1), flush=True)
+print(njit(ours_too)(1), flush=True)     # said once per process
+"""
+
+
+def test_compiling_kernels_is_said_once_when_it_happens():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", COMPILES], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.split() == ["3", "2", "4"]
+    assert out.stderr.count("compiling kernels (first run only") == 1, out.stderr

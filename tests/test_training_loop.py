@@ -77,11 +77,11 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     assert straight.returncode == 0, straight.stderr[-2000:]
 
     crashed_config = _config(mode, tmp_path / "crashed")
-    crashed_config["cluster"] = {"fail_at": "0:2"}          # rank 0 dies inside epoch 2
+    crashed_config["cluster"] = {"fail_at": "0:3"}          # rank 0 dies inside epoch 3
     crashed = _train(mode, crashed_config)
     assert crashed.returncode == FAIL_EXIT_CODE, crashed.stderr[-2000:]
     done = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if r["kind"] == "epoch"]
-    assert done == [0, 1]                                    # epoch 2 never finished
+    assert done == [0, 1]                                    # epoch 3 never finished
 
     resumed_config = _config(mode, tmp_path / "crashed")
     resumed_config["run"]["resume"] = True

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import yaml
 
+from gnnsys.config import read_yaml
 from gnnsys.datasets.errors import DatasetError
 
 DATA_ENV = "GNNSYS_DATA"
@@ -77,7 +78,7 @@ def registry() -> dict:
 @functools.lru_cache(maxsize=4)
 def _read_registry(path: str, _mtime_ns: int) -> dict:
     try:
-        entries = yaml.safe_load(Path(path).read_text()) or {}
+        entries = read_yaml(Path(path).read_text()) or {}
     except yaml.YAMLError as err:
         raise DatasetError(f"dataset registry {path} is not valid YAML: {err}") from None
     if not isinstance(entries, dict):

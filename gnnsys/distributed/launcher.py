@@ -267,6 +267,7 @@ def init_ray(config) -> None:
     if address:
         ray.init(address=address, **kwargs)
     else:
+        logging.getLogger(RAY_TOKEN_LOGGER).addFilter(_quiet_token_notice)
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
@@ -276,6 +277,16 @@ def init_ray(config) -> None:
     # ray.init replaces the SIGTERM handler with sys.exit; keep the CLI's (a clean stop).
     if callable(on_sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
+
+
+RAY_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"
+
+
+def _quiet_token_notice(record: logging.LogRecord) -> bool:
+    """Ray 2.60 warns on every private cluster that it turned token authentication on:
+    that is what we want (its ports listen beyond loopback, README "Security and
+    networking"), so the notice is dropped; a warning that it is *off* still shows."""
+    return not record.getMessage().startswith("Token authentication is enabled for this")
 
 
 def plain_worker_lines(stream=None) -> None:

@@ -15,7 +15,7 @@ from gnnsys.runlog import read_metrics
 
 
 def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config):
-    config = dist_config(tiny_parts, cluster={"fail_at": "1:1", "max_failures": 1})
+    config = dist_config(tiny_parts, cluster={"fail_at": "1:2", "max_failures": 1})
     result = fit_distributed(config)
     assert result["epochs"] == 3 and result["workers"] == 2
     assert result["test_acc"] > 0.6
