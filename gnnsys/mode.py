@@ -103,6 +103,12 @@ class Mode:
         """This rank's set-up, logged once in the start record."""
         return {}
 
+    def split_ids(self) -> dict:
+        """The dataset ids of the train / val / test items this rank holds (nodes: the rows
+        it owns; temporal: event rows, from rank 0 only), as int arrays; the start record
+        logs each split's size and a digest, so one can tell which data a run used."""
+        return {}
+
 
 class NodeClassificationMode(Mode):
     """A mode that predicts a class per node: scored by the dataset's metric

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import hashlib
 import math
 import os
 import platform
@@ -59,6 +60,18 @@ def fit(config, graph=None) -> dict:
     d = config.dataset
     files = dataset_files(d.name, d.root, d.path) if graph is None else ""
     return launch(run_worker, config, files, *prepared)[0]
+
+
+def split_record(per_rank: list[dict]) -> dict:
+    """Each split's size and the sha256 of its sorted int64 ids (first 16 hex digits): two
+    runs trained and scored on the same items exactly when the digests agree."""
+    record = {}
+    for name in sorted({name for ids in per_rank for name in ids}):
+        ids = np.sort(np.concatenate([np.asarray(r[name], dtype=np.int64)
+                                      for r in per_rank if name in r]))
+        record[name] = {"count": int(ids.size),
+                        "sha256": hashlib.sha256(ids.tobytes()).hexdigest()[:16]}
+    return record
 
 
 def compile_parts(model: torch.nn.Module) -> None:
@@ -151,6 +164,8 @@ class TrainingLoop:
                                   "workers": self.ctx.world_size, "malloc": self.malloc,
                                   "torch_threads": {"train": self.training_threads(),
                                                     "eval": pool},
+                                  "split": split_record(self.comm.all_gather_object(
+                                      self.mode.split_ids())),
                                   "setup": setup})
             # one step per epoch (full-graph): one bar over the epochs instead of a bar each
             epochs = progress(range(self.epoch + 1, self.config.train.epochs), unit="epoch",

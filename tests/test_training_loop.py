@@ -195,6 +195,36 @@ def test_two_ranks_log_no_seconds_beyond_the_epoch(tmp_path, mode):
             assert set(rank) - {"rank"} <= set(declared)
 
 
+@pytest.mark.parametrize("mode", sorted(RUNS))
+def test_the_start_record_says_which_split_the_run_used(tmp_path, mode):
+    """Each split's size and digest, the same from 1 worker and 2 (which split the items
+    across ranks); node modes: the graph's own split ids."""
+    import hashlib
+    import numpy as np
+    from gnnsys import runlog
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    from tests.temporal.conftest import make_tiny_graph
+    logged = []
+    for workers in (1, 2):
+        data = _config(mode, tmp_path / f"run{workers}", epochs=1)
+        data["cluster"] = {"workers": workers, "launcher": "threads"}
+        data["partition"] = {"dir": str(tmp_path / "parts")}
+        graph = make_tiny_graph() if mode == "temporal" else \
+            tiny_graph(num_nodes=300, num_features=8, seed=3)
+        fit(from_dict(data), graph)
+        logged.append(runlog.start(tmp_path / f"run{workers}")["split"])
+    assert logged[0] == logged[1] and set(logged[0]) == {"train", "val", "test"}
+    if mode == "temporal":
+        counts = [logged[0][name]["count"] for name in ("train", "val", "test")]
+        assert min(counts) > 0 and sum(counts) <= graph.num_events
+    else:
+        for name, entry in logged[0].items():
+            ids = np.sort(np.asarray(getattr(graph, f"{name}_idx"), dtype=np.int64))
+            assert entry == {"count": ids.size,
+                             "sha256": hashlib.sha256(ids.tobytes()).hexdigest()[:16]}
+
+
 def test_ranks_sharing_a_process_split_its_cpu_time_and_memory():
     # ranks 0 and 1 are threads of one process (each measured all of it), rank 2 its own
     ranks = [{"cpu_cores": 1.8, "peak_rss_mb": 900.0, "process": ("a", 7), "x": 1},

@@ -176,6 +176,10 @@ class FullGraphMode(NodeClassificationMode):
     def describe(self) -> dict:
         return self.info
 
+    def split_ids(self) -> dict:
+        return {name: self.plan.inner_gid[rows.cpu().numpy()]
+                for name, rows in self.data.split.items()}
+
 
 # ----------------------------------------------------------------------------- set-up
 def build_plan(ctx, config, graph):

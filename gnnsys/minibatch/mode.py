@@ -101,6 +101,10 @@ class MinibatchMode(NodeClassificationMode):
     def describe(self) -> dict:
         return self.data.describe()
 
+    def split_ids(self) -> dict:
+        d = self.data
+        return {name: d.node_ids[ids - d.lo] for name, ids in d.splits.items()}
+
 
 class PartedData:
     """What evaluation needs of a worker's data: its own rows [lo, hi), split ids, and

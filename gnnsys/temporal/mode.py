@@ -307,3 +307,9 @@ class TemporalMode(Mode):
 
     def describe(self) -> dict:
         return {"rank": self.ctx.rank, "owned_vertices": int(len(self.store.owned))}
+
+    def split_ids(self) -> dict:
+        if not self.ctx.is_main:          # every rank holds the whole event stream
+            return {}
+        return {name: np.arange(*getattr(self.events, name))
+                for name in ("train", "val", "test")}
