@@ -57,6 +57,7 @@ import gnnsys
 from gnnsys import allocator
 from gnnsys.config import load_config
 from gnnsys.result import RunResult
+from gnnsys.step_memory import available_memory
 
 PYG = {"pyg-edge_index": "edge_index (README)", "pyg-adj_t": "sparse adj_t"}
 
@@ -209,17 +210,6 @@ class Sides:
             self.inputs.pop(key, None)
             return f"does not fit: {type(err).__name__} ({str(err).splitlines()[0][:80]})"
         return self.graph().num_nodes, seconds, scores.numpy()
-
-
-def available_memory() -> int:
-    """MemAvailable of /proc/meminfo in bytes (elsewhere: unlimited)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return sys.maxsize
 
 
 def max_difference(scores, base) -> float:

@@ -273,3 +273,30 @@ def test_epochs_that_evaluate_record_its_time_apart_from_training(tmp_path):
     # evaluation after epochs 2 and 3 (the last always evaluates), not after epoch 1
     assert ["eval_s" in r for r in epochs] == [False, True, True]
     assert all(r["eval_s"] > 0 and "val_acc" in r for r in epochs[1:])
+
+
+@pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
+def test_a_step_that_cannot_fit_is_refused_before_it_runs(tmp_path, mode, monkeypatch):
+    """A huge model.hidden ran the machine out of memory (killed by the kernel, exit 137,
+    no message): the step's lower bound against the free memory is one line instead."""
+    from gnnsys import step_memory
+    from gnnsys.errors import ConfigError
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    data = _config(mode, tmp_path / mode, epochs=1)
+    graph = tiny_graph(num_nodes=300, num_features=8, seed=3)
+    monkeypatch.setattr(step_memory, "available_memory", lambda: 10 * 2 ** 20)   # 10 MiB
+    fit(from_dict(data), graph)                   # hidden 16 fits in 10 MiB
+    data["model"]["hidden"] = 16384
+    with pytest.raises(ConfigError, match=r"needs at least \d+\.\d MiB .*model\.hidden=16384 "
+                                          r"wide.* but 10\.0 MiB are free; lower model\.hidden"):
+        fit(from_dict(data), graph)
+
+
+def test_the_step_bound_counts_parameters_adam_state_and_outputs():
+    from gnnsys.errors import ConfigError
+    from gnnsys.step_memory import check_step_fits
+    model = torch.nn.Linear(10, 10)                       # 110 parameters: 1760 bytes
+    check_step_fits(model, 100, "x", "y", have=1760 + 400)
+    with pytest.raises(ConfigError, match="110 parameters"):
+        check_step_fits(model, 101, "x", "y", have=1760 + 400)

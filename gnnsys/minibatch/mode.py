@@ -70,7 +70,7 @@ class MinibatchMode(NodeClassificationMode):
             GraphData(ctx, config, graph)
         self.dataset_metric = self.data.metric
         self.batches_per_epoch = len(self.data.loader)
-        self.wait_s = 0.0
+        self.wait_s, self.step_checked = 0.0, False
 
     def build_model(self):
         self.model = build_model(self.config, self.data.in_dim, self.data.num_classes)
@@ -82,9 +82,33 @@ class MinibatchMode(NodeClassificationMode):
         ready = time.perf_counter()
         for batch in self.data.loader.epoch(epoch):
             self.wait_s += time.perf_counter() - ready   # sampling + fetch not done in time
+            if not self.step_checked:
+                self.check_step_fits(batch)
             logits = self.model(batch.x, batch.blocks, batch.n_id)
             yield F.cross_entropy(logits, batch.y), batch.num_seeds, batch.num_seeds
             ready = time.perf_counter()
+
+    def check_step_fits(self, batch) -> None:
+        """Once, on the first batch: every layer's output rows and its messages, one per
+        sampled edge (PyG's convs over edge_index gather them: SAGE as wide as the layer's
+        input, GCN and GAT, which project first, as its output; SAGE's first layer may
+        project first too, so the narrower of the two there)."""
+        from ..step_memory import check_step_fits
+        m = self.config.model
+        widths = [self.data.in_dim] + [m.hidden] * (len(batch.blocks) - 1) + \
+            [self.data.num_classes]
+        elements = 0
+        for i, block in enumerate(batch.blocks):
+            wide_in, wide_out = widths[i], widths[i + 1]
+            message = wide_in if m.arch == "sage" and i > 0 else min(wide_in, wide_out)
+            elements += block.num_dst * wide_out + block.edge_index.shape[1] * message
+        edges = sum(block.edge_index.shape[1] for block in batch.blocks)
+        check_step_fits(self.model, elements,
+                        f"the first batch's {len(batch.blocks)} layers output "
+                        f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows and "
+                        f"{edges} messages, model.hidden={m.hidden} wide",
+                        "model.hidden, sampler.batch_size or sampler.fanouts")
+        self.step_checked = True
 
     def epoch_stats(self) -> dict:
         stats = {"batch_wait_s": round(self.wait_s, 4), **self.data.epoch_stats()}

@@ -1,0 +1,45 @@
+"""A training step that cannot fit in memory is refused before it runs.
+
+Without this check a huge `model.hidden` (10^6 on the quick start) allocated lazily, ran
+the machine out of memory and was killed by the kernel (exit 137, no message), taking
+whatever else ran there with it. The bound is a lower one: the parameters with their
+gradient and Adam's two moments (16 bytes each) plus the float32 output of every layer
+for the rows the step computes; a step needs more than that (messages, backward), so a
+run refused here could never have fit, and no run that fits is refused.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+from .errors import ConfigError
+
+
+def available_memory() -> int:
+    """MemAvailable of /proc/meminfo in bytes (elsewhere: unlimited)."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return sys.maxsize
+
+
+def check_step_fits(model: torch.nn.Module, output_elements: int, what: str, fix: str,
+                    have: int | None = None) -> None:
+    """Raise ConfigError when the step's lower bound exceeds the free memory; `what`
+    describes `output_elements` (the layers' outputs), `fix` the settings to lower."""
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    need = 16 * params + 4 * output_elements
+    have = available_memory() if have is None else have
+    if need > have:
+        raise ConfigError(f"one training step needs at least {_size(need)} ({what}, and "
+                          f"{params:,} parameters with their gradients and Adam state) but "
+                          f"{_size(have)} are free; lower {fix}")
+
+
+def _size(n: int) -> str:
+    return f"{n / 2 ** 30:.1f} GiB" if n >= 2 ** 30 else f"{n / 2 ** 20:.1f} MiB"
