@@ -221,8 +221,17 @@ def write_parts(path: str | os.PathLike, *, indptr, indices, offsets, x=None, y=
                     "num_edges": int(indices.size), "offsets": offsets.tolist(),
                     "num_features": 0 if x is None else int(x.shape[1]),
                     **(manifest_extra or {}), "files": files}
+        manifest["sha256"] = manifest_digest(manifest)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return path
+
+
+def manifest_digest(manifest: dict) -> str:
+    """sha256 of the manifest without this digest: the part files' checksums cannot
+    catch an edit to the manifest itself (offsets, num_classes, ...), which failed deep
+    in training (IndexError: Target N is out of bounds)."""
+    body = {k: v for k, v in manifest.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 class PartitionSet:
@@ -239,10 +248,19 @@ class PartitionSet:
         except json.JSONDecodeError as err:
             raise PartitionError(f"{manifest_file} is corrupt ({err}); delete {self.path} "
                                  "and partition again") from None
+        if not isinstance(self.manifest, dict):
+            raise PartitionError(f"{manifest_file} is corrupt (not a JSON object); delete "
+                                 f"{self.path} and partition again")
         if self.manifest.get("format_version") != FORMAT_VERSION:
             raise PartitionError(f"{self.path}: partition format version "
                                  f"{self.manifest.get('format_version')} is not supported "
                                  f"(expected {FORMAT_VERSION}); delete it and partition again")
+        if self.manifest.get("sha256") != manifest_digest(self.manifest):
+            why = ("was built by an older version (no sha256 of itself)"
+                   if "sha256" not in self.manifest else
+                   "was edited or is corrupt (its sha256 does not match)")
+            raise PartitionError(f"{manifest_file} {why}; delete {self.path} and partition "
+                                 "again")
         self.book = PartitionBook(np.asarray(self.manifest["offsets"], dtype=np.int64))
 
     @property

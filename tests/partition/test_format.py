@@ -97,3 +97,23 @@ def test_missing_part_file_and_unparsable_manifest_are_named(parts_dir):
     (path / "manifest.json").write_text('{"format_version": 1, "offsets": [0, ')
     with pytest.raises(PartitionError, match=r"manifest.json is corrupt .*partition again"):
         PartitionSet(path)
+
+
+@pytest.mark.parametrize("edit", ["num_classes", "offsets", "no digest"])
+def test_an_edited_manifest_is_refused_when_opened(parts_dir, edit):
+    """The part files' checksums cannot catch an edit to the manifest itself: a lower
+    num_classes failed deep in training (IndexError: Target N is out of bounds)."""
+    _, path = parts_dir
+    manifest = path / "manifest.json"
+    data = json.loads(manifest.read_text())
+    if edit == "num_classes":
+        data["num_classes"] = 1
+    elif edit == "offsets":
+        data["offsets"][1] -= 1
+    else:
+        del data["sha256"]
+    manifest.write_text(json.dumps(data))
+    why = "was built by an older version" if edit == "no digest" else "was edited or is corrupt"
+    with pytest.raises(PartitionError, match=f"manifest.json {why}.*delete .* and partition "
+                                             "again"):
+        PartitionSet(path)
