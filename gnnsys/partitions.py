@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from partition.build import build_partitions
-from partition.format import PartitionError, PartitionSet, graph_fingerprint
+from partition.format import PartitionError, PartitionSet, StalePartitions, graph_fingerprint
 
 # What the vertex -> part assignment depends on; the VIP row order inside each part also
 # depends on the sampler, the stored features on their normalisation and dtype.
@@ -87,7 +87,13 @@ def ensure_partitions(config, graph=None, force: bool = False,
     path = parts_dir(config)
     built = path.exists() and any(path.iterdir())      # an empty directory is not built yet
     if built and not force:
-        return open_partitions(config, graph)
+        try:
+            return open_partitions(config, graph)
+        except StalePartitions:
+            if config.partition.dir:      # the user's directory: theirs to delete
+                raise
+            # gnnsys's own cache (named by the settings), written by an older version:
+            # rebuilt in place, as a missing one would be
     if built and not (path / "manifest.json").exists():
         raise PartitionError(f"{path} exists but is not a partition directory; remove it "
                              "or set partition.dir elsewhere")

@@ -43,6 +43,10 @@ class PartitionError(ValueError):
     """A partition directory that is missing, corrupt, or made for another config."""
 
 
+class StalePartitions(PartitionError):
+    """A partition directory written by an older version of the format."""
+
+
 @dataclass(frozen=True)
 class PartitionBook:
     """Contiguous id ranges: part k owns [offsets[k], offsets[k+1])."""
@@ -252,15 +256,15 @@ class PartitionSet:
             raise PartitionError(f"{manifest_file} is corrupt (not a JSON object); delete "
                                  f"{self.path} and partition again")
         if self.manifest.get("format_version") != FORMAT_VERSION:
-            raise PartitionError(f"{self.path}: partition format version "
+            raise StalePartitions(f"{self.path}: partition format version "
                                  f"{self.manifest.get('format_version')} is not supported "
                                  f"(expected {FORMAT_VERSION}); delete it and partition again")
-        if self.manifest.get("sha256") != manifest_digest(self.manifest):
-            why = ("was built by an older version (no sha256 of itself)"
-                   if "sha256" not in self.manifest else
-                   "was edited or is corrupt (its sha256 does not match)")
-            raise PartitionError(f"{manifest_file} {why}; delete {self.path} and partition "
-                                 "again")
+        if "sha256" not in self.manifest:
+            raise StalePartitions(f"{manifest_file} was built by an older version (no sha256 "
+                                  f"of itself); delete {self.path} and partition again")
+        if self.manifest["sha256"] != manifest_digest(self.manifest):
+            raise PartitionError(f"{manifest_file} was edited or is corrupt (its sha256 does "
+                                 f"not match); delete {self.path} and partition again")
         self.book = PartitionBook(np.asarray(self.manifest["offsets"], dtype=np.int64))
 
     @property

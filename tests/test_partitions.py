@@ -168,3 +168,17 @@ def test_a_tampered_label_or_split_file_is_caught(tmp_path, name):
     np.save(file, values[::-1].copy() if len(values) > 1 else values + 1)
     with pytest.raises(PartitionError, match=f"part-1/{name}.npy does not match its sha256"):
         PartitionSet(tmp_path / "p").verify(parts=[1])
+
+
+def test_gnnsys_own_cache_from_an_older_version_is_rebuilt_a_users_is_not(tmp_path):
+    config = config_for(tmp_path, method="random")
+    manifest = ensure_partitions(config, progress=False).path / "manifest.json"
+    data = json.loads(manifest.read_text())
+    del data["sha256"]                       # as versions before the digest wrote it
+    manifest.write_text(json.dumps(data))
+    assert "sha256" in ensure_partitions(config, progress=False).manifest
+    mine = config_for(tmp_path, method="random", dir=str(tmp_path / "mine"))
+    manifest = ensure_partitions(mine, progress=False).path / "manifest.json"
+    manifest.write_text(json.dumps(data))
+    with pytest.raises(PartitionError, match="was built by an older version"):
+        ensure_partitions(mine, progress=False)
