@@ -90,7 +90,7 @@ def remove_dead_temps(directory: Path) -> None:
     killed gnnsys writers left in `directory`: their pid no longer runs on this machine."""
     for entry in directory.glob(TEMP + "*") if directory.is_dir() else ():
         pid = entry.name[len(TEMP):].split(".")[0]
-        if not pid.isdigit() or _alive(int(pid)):
+        if not pid.isdigit() or pid_alive(int(pid)):
             continue
         shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
 
@@ -127,7 +127,7 @@ def open_own(path: Path, flags: int) -> int:
                       "remove the link", str(path)) from None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -19,8 +19,10 @@ import dataclasses
 import ipaddress
 import logging
 import os
+import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -28,8 +30,11 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
 import torch
+
+from partition.format import pid_alive
 
 from .. import allocator
 from ..errors import ConfigError
@@ -268,15 +273,44 @@ def init_ray(config) -> None:
         ray.init(address=address, **kwargs)
     else:
         logging.getLogger(RAY_TOKEN_LOGGER).addFilter(_quiet_token_notice)
+        sessions = private_sessions_dir()
+        remove_dead_sessions(sessions)
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
         ray.init(address="local", num_cpus=max(need, os.cpu_count() or 1,
                                                PRIVATE_CLUSTER_MIN_CPUS),
-                 _node_ip_address="127.0.0.1", **kwargs)
+                 _node_ip_address="127.0.0.1", _temp_dir=str(sessions), **kwargs)
     # ray.init replaces the SIGTERM handler with sys.exit; keep the CLI's (a clean stop).
     if callable(on_sigterm) and threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, on_sigterm)
+
+
+def private_sessions_dir() -> Path:
+    """Where private local clusters keep their sessions (logs, sockets, spilled objects):
+    a folder of gnnsys's own, so that what killed runs left can be deleted (Ray keeps
+    every session under /tmp/ray for ever, a few MB each). It must be the user's own
+    folder; Ray's processes open it to every user (0777), as they do /tmp/ray."""
+    path = Path(tempfile.gettempdir()) / f"gnnsys-ray-{os.getuid()}"
+    path.mkdir(mode=0o700, exist_ok=True)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise ConfigError(f"{path} is not a folder of this user (Ray's sockets and logs go "
+                          "there); remove it, or set TMPDIR to another folder")
+    return path
+
+
+def remove_dead_sessions(directory: Path) -> None:
+    """Delete the session folders (session_<date>_<driver pid>) whose driver no longer
+    runs, except the newest of them: its logs explain the last run."""
+    dead = []
+    for entry in directory.glob("session_*_*"):
+        pid = entry.name.rsplit("_", 1)[1]
+        if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and \
+                not pid_alive(int(pid)):
+            dead.append((entry.stat().st_mtime, entry))
+    for _, entry in sorted(dead)[:-1]:
+        shutil.rmtree(entry, ignore_errors=True)
 
 
 RAY_TOKEN_LOGGER = "ray._private.authentication.authentication_token_setup"

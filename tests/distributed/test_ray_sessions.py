@@ -1,0 +1,43 @@
+"""Private local Ray clusters keep their sessions in a folder of gnnsys's own, and a new
+run deletes what runs that no longer live left there (Ray keeps every session in /tmp/ray
+for ever; a killed run's piled up), except the newest, whose logs explain the last run."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gnnsys.distributed import launcher
+from gnnsys.errors import ConfigError
+
+
+def dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+def test_sessions_of_dead_drivers_go_but_the_newest(tmp_path):
+    names = [f"session_2026-11-2{i}_10-00-00_000000_{dead_pid()}" for i in range(3)]
+    for age, name in enumerate(names):
+        (tmp_path / name / "logs").mkdir(parents=True)
+        os.utime(tmp_path / name, (time.time() - 100 + age, time.time() - 100 + age))
+    live = tmp_path / f"session_2026-11-20_10-00-00_000000_{os.getpid()}"
+    live.mkdir()
+    (tmp_path / "session_latest").symlink_to(tmp_path / names[0])
+    (tmp_path / "session_notes_x").mkdir()                  # not a pid: not ours to judge
+    launcher.remove_dead_sessions(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [names[2], live.name, "session_latest", "session_notes_x"])
+
+
+def test_the_sessions_folder_is_the_users_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher.tempfile, "gettempdir", lambda: str(tmp_path))
+    path = launcher.private_sessions_dir()
+    assert path.parent == tmp_path and path.is_dir() and not path.is_symlink()
+    assert launcher.private_sessions_dir() == path            # reused
+    path.rmdir()
+    path.symlink_to(tmp_path)                     # planted: not a folder of this user's
+    with pytest.raises(ConfigError, match="is not a folder of this user"):
+        launcher.private_sessions_dir()
