@@ -52,8 +52,9 @@ def edgebank_scores(config, events, phase: str, window: bool = False, per_event:
         for a, b in zip([0, *starts], [*starts, n]):
             now, src = batch.time[a], batch.src[a:b]
             positives.append(score(src, batch.dst[a:b], now))
-            negatives.append(np.stack([score(src, batch.negatives[a:b, j], now)
-                                       for j in range(num_negatives)], axis=1))
+            sources = batch.negative_sources[a:b]
+            negatives.append(np.stack([score(sources[:, j], batch.negatives[a:b, j], now)
+                                       for j in range(batch.negatives.shape[1])], axis=1))
             for u, v, t in zip(src.tolist(), batch.dst[a:b].tolist(), batch.time[a:b]):
                 last_seen[(u, v)] = t
     return np.concatenate(positives), np.concatenate(negatives)

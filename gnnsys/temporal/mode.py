@@ -27,10 +27,10 @@ from samplers.temporal import batch_number, shard
 from ..mode import Mode
 from ..prefetch import prefetched
 from ..runlog import progress
-from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
+from .batch import BatchPlanner, DeviceBatch, PreparedBatch, negative_layout, to_device
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
-from .metrics import link_metrics
+from .metrics import link_metrics, strategy_metrics
 from .models import ARCHS, build_model, row_layout, uses_neighbors
 
 
@@ -83,7 +83,8 @@ class TemporalMode(Mode):
                                     config.train.seed, config.temporal.num_neighbors,
                                     config.temporal.neighbor_strategy,
                                     uses_neighbors(config.model.arch),
-                                    config.temporal.pair_history)
+                                    config.temporal.pair_history,
+                                    config.temporal.eval_negative_strategy)
         self.batches_per_epoch = len(self.planner.batches("train"))
         small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
         # TrainingLoop.train_epoch sets it; None = the pool as it is
@@ -140,15 +141,26 @@ class TemporalMode(Mode):
         """(loss, new memory and its time of the written roots, the moved batch,
         (pos, neg) logits) of this worker's shard."""
         h, memory, memory_ts, moved = self._embed(batch, train, writes_back)
-        b, n_neg = len(batch.src), batch.negatives.shape[1]
+        b, n_neg, m = len(batch.src), batch.negatives.shape[1], batch.num_own_sources
         with torch.set_grad_enabled(train):
             h_src, h_dst = h[:b], h[b:2 * b]
-            h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
+            h_neg = h[2 * b:2 * b + b * n_neg].reshape(b, n_neg, h.shape[1])
+            # each negative's source: the positive's, or its own (historical / inductive pairs)
+            h_neg_src = h_src.unsqueeze(1).expand(-1, n_neg - m, -1)
+            if m:
+                h_neg_src = torch.cat([h_neg_src, h[2 * b + b * n_neg:].reshape(b, m, -1)], 1)
             pair = self.model.encode_pairs(moved.pairs)
             pair_pos, pair_neg = (None, None) if pair is None else \
                 (pair[:b], pair[b:].reshape(b, n_neg, pair.shape[1]))
             pos = self.model.score(h_src, h_dst, pair_pos)
-            neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg, pair_neg)
+            neg = self.model.score(h_neg_src, h_neg, pair_neg)
+            if not train:
+                # a negative that is the positive pair itself scores exactly as the positive
+                # (a tie), not within float noise of it that moves with the batch's shape
+                same = (batch.negatives == batch.dst[:, None]) & \
+                    (batch.negative_sources == batch.src[:, None])
+                if same.any():
+                    neg = torch.where(torch.from_numpy(same).to(neg.device), pos.unsqueeze(1), neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
         return loss, memory, memory_ts, moved, (pos.detach(), neg.detach())
 
@@ -176,7 +188,14 @@ class TemporalMode(Mode):
         return {phase: self._eval_phase(phase) for phase in splits}
 
     def score(self, split: str, outputs: dict) -> dict:
-        pos, neg, ev = outputs["pos"], outputs["neg"], outputs["events"]
+        """AP / MRR of the configured negatives (`temporal.eval_negative_strategy`; val_ap
+        selects the epoch), and for the test also AP and AUC under every strategy
+        (`test_ap_neg_random`, `test_auc_neg_historical`, ...: each its first column)."""
+        pos, ev = outputs["pos"], outputs["events"]
+        strategy = self.config.temporal.eval_negative_strategy
+        layout = negative_layout(strategy, self._num_eval_negatives(), split == "test")
+        first, count = layout[strategy]
+        neg = outputs["neg"][:, first:first + count]
         batch = batch_number(ev, getattr(self.events, split)[0], self.config.sampler.batch_size)
         out = link_metrics(pos, neg, split, batch=batch)
         if split == "test":
@@ -184,7 +203,12 @@ class TemporalMode(Mode):
             # inductive: events with an endpoint never seen in training (new nodes)
             out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive",
                                     batch=batch[new]))
+            for name, (column, _) in layout.items():
+                out.update(strategy_metrics(pos, outputs["neg"][:, column], name))
         return out
+
+    def _num_eval_negatives(self) -> int:
+        return max(1, self.config.temporal.eval_negatives)
 
     def final_metrics(self) -> dict:
         self.exchange.reset_stats()              # the test phase's traffic
@@ -208,11 +232,13 @@ class TemporalMode(Mode):
         """This worker's positive and negative logits of the phase, and their events."""
         self.model.eval()
         epoch = self.epoch if phase == "val" else self.config.train.epochs  # seeds negatives
-        num_negatives = max(1, self.config.temporal.eval_negatives)
         bar = progress(total=len(self.planner.batches(phase)), desc=phase, unit="batch",
                        enabled=self.config.train.progress and self.ctx.is_main)
         positives, negatives, events = [], [], []
-        for batch in prefetched(self.planner.epoch(phase, epoch, num_negatives),
+        # the test scores every strategy's negatives in its one pass (negatives never reach
+        # the memory, so the extra columns change no other score)
+        for batch in prefetched(self.planner.epoch(phase, epoch, self._num_eval_negatives(),
+                                                   all_strategies=phase == "test"),
                                 self.config.sampler.prefetch):
             _, memory, memory_ts, moved, (pos, neg) = self._forward(batch, train=False)
             self._write_back(batch, moved, memory, memory_ts)
