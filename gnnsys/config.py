@@ -157,6 +157,9 @@ class TemporalConfig:
     # random | historical | inductive (DyGLib's): the evaluation negatives val_ap selects by
     # and test_ap / test_mrr use; the test also reports AP / AUC under all three
     eval_negative_strategy: str = "random"
+    # final test: also rank each positive against every possible destination (bipartite:
+    # every destination node, else every node) as test_mrr_all / test_hits10_all
+    rank_all: bool = True
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
     # (TemporalMode.training_torch_threads), else as sampler.threads

@@ -228,6 +228,34 @@ def pair_history(index: PairIndex, u: np.ndarray, v: np.ndarray,
     return count, last
 
 
+def pair_partners(csr: TemporalCSR, u: np.ndarray, times: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every vertex u[i] met strictly before times[i], either direction: (row i, partner,
+    count, last time) per such pair, each 1-d. For any partner v, count and last equal
+    `pair_history(index, u[i], v, times[i])`; a vertex never met is left out (count 0)."""
+    rows, partners, counts, lasts = [], [], [], []
+    for i, (v, t) in enumerate(zip(np.asarray(u, np.int64).tolist(),
+                                   np.asarray(times, np.float64).tolist())):
+        a = csr.indptr[v]
+        end = a + int(np.searchsorted(csr.time[a:csr.indptr[v + 1]], t, side="left"))
+        neighbor, time = csr.neighbor[a:end], csr.time[a:end]
+        if (neighbor == v).any():             # a self-loop is listed in both directions
+            _, once = np.unique(csr.event[a:end], return_index=True)
+            neighbor, time = neighbor[once], time[once]
+        if len(neighbor) == 0:
+            continue
+        partner, first, count = np.unique(neighbor[::-1], return_index=True, return_counts=True)
+        rows.append(np.full(len(partner), i, np.int64))
+        partners.append(partner)
+        counts.append(count)
+        lasts.append(time[::-1][first])      # reversed: the first is the latest
+    if not rows:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, np.zeros(0)
+    return (np.concatenate(rows), np.concatenate(partners), np.concatenate(counts),
+            np.concatenate(lasts))
+
+
 # ----------------------------------------------------------------------------- negatives
 class NegativeSampler:
     """Uniform negative destinations from a fixed candidate set (TGN's RandEdgeSampler).

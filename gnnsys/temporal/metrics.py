@@ -82,6 +82,17 @@ def strategy_metrics(positive: np.ndarray, negative: np.ndarray, strategy: str) 
             f"test_auc_neg_{strategy}": float("nan") if empty else roc_auc(scores, labels)}
 
 
+def ranking_metrics(rank: np.ndarray) -> dict:
+    """test_mrr_all and test_hits10_all of each positive's rank against every possible
+    destination (`TemporalMode._ranks_against_all`; a tie counts half, so a rank may be
+    fractional and Hits@10 counts ranks <= 10)."""
+    rank = np.asarray(rank, dtype=np.float64)
+    if len(rank) == 0:
+        return {"test_mrr_all": float("nan"), "test_hits10_all": float("nan")}
+    return {"test_mrr_all": float((1.0 / rank).mean()),
+            "test_hits10_all": float((rank <= 10).mean())}
+
+
 def _ap(positive: np.ndarray, negative: np.ndarray) -> float:
     scores = np.concatenate([positive, negative])
     labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
