@@ -121,6 +121,8 @@ class DeviceBatch:
     events: torch.Tensor             # int64 [b] event ids of the shard (the mails' features)
     neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
     pairs: tuple | None = None       # (count, gap) float32 [b * (1 + n_neg)] each, if used
+    # bool [b, n_neg]: negatives that are the positive pair itself (None if there are none)
+    same_as_positive: torch.Tensor | None = None
 
 
 def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
@@ -146,13 +148,17 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         floats += [t["root_tau"], t["neighbor_tau"]]
     if batch.pair_count is not None:
         floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
+    same = (batch.negatives == batch.dst[:, None]) & \
+        (batch.negative_sources == batch.src[:, None])
+    if same.any():
+        ints.append(np.flatnonzero(same))
     int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
         .to(device).split([len(a) for a in ints])
     float_parts = torch.from_numpy(np.concatenate(floats)).to(device) \
         .split([len(a) for a in floats])
     neighbors = None
     if n is not None:
-        slot, row, event, indptr, ridx, tidx = int_parts[2:]
+        slot, row, event, indptr, ridx, tidx = int_parts[2:8]
         mask = torch.zeros(roots * k, dtype=torch.bool, device=slot.device)
         mask = mask.index_fill_(0, slot, True).view(roots, k)
         neighbors = dict(mask=mask, indptr=indptr, slot=slot, row=row, event=event, ridx=ridx,
@@ -160,8 +166,12 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
     pairs = None
     if batch.pair_count is not None:
         pairs = (float_parts[-2].float(), float_parts[-1].float())
+    same_as_positive = None
+    if same.any():
+        same_as_positive = torch.zeros(same.size, dtype=torch.bool, device=int_parts[-1].device)
+        same_as_positive = same_as_positive.index_fill_(0, int_parts[-1], True).view(same.shape)
     return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
-                       neighbors=neighbors, pairs=pairs)
+                       neighbors=neighbors, pairs=pairs, same_as_positive=same_as_positive)
 
 
 def slot_gaps(neighbors: dict) -> torch.Tensor:

@@ -161,13 +161,10 @@ class TemporalMode(Mode):
                 (pair[:b], pair[b:].reshape(b, n_neg, pair.shape[1]))
             pos = self.model.score(h_src, h_dst, pair_pos)
             neg = self.model.score(h_neg_src, h_neg, pair_neg)
-            if not train:
+            if not train and moved.same_as_positive is not None:
                 # a negative that is the positive pair itself scores exactly as the positive
                 # (a tie), not within float noise of it that moves with the batch's shape
-                same = (batch.negatives == batch.dst[:, None]) & \
-                    (batch.negative_sources == batch.src[:, None])
-                if same.any():
-                    neg = torch.where(torch.from_numpy(same).to(neg.device), pos.unsqueeze(1), neg)
+                neg = torch.where(moved.same_as_positive, pos.unsqueeze(1), neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
         return loss, pos.detach(), neg.detach()
 
