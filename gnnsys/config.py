@@ -180,6 +180,12 @@ class TemporalConfig:
     edge_feat_dim: int = setting(0, ">= 0")  # 0 = the dataset's own (if any); >0 = zero-pad to this
     mailbox_size: int = setting(0, ">= 0")  # mails kept per vertex; 0 = model default (APAN 10, else 1)
     eval_negatives: int = setting(9, ">= 1")  # negatives per positive for MRR (AP uses the first)
+    # random | historical | inductive (DyGLib's): the evaluation negatives val_ap selects by
+    # and test_ap / test_mrr use; the test also reports AP / AUC under all three
+    eval_negative_strategy: str = "random"
+    # final test: also rank each positive against every possible destination (bipartite:
+    # every destination node, else every node) as test_mrr_all / test_hits10_all
+    rank_all: bool = True
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
     # (TemporalMode.training_torch_threads), else as sampler.threads
@@ -245,6 +251,7 @@ def _choices() -> dict:
             "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
             "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
             "temporal.ownership": ownership.OWNERSHIPS,
+            "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES,
             "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
             "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
 

@@ -228,6 +228,34 @@ def pair_history(index: PairIndex, u: np.ndarray, v: np.ndarray,
     return count, last
 
 
+def pair_partners(csr: TemporalCSR, u: np.ndarray, times: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every vertex u[i] met strictly before times[i], either direction: (row i, partner,
+    count, last time) per such pair, each 1-d. For any partner v, count and last equal
+    `pair_history(index, u[i], v, times[i])`; a vertex never met is left out (count 0)."""
+    rows, partners, counts, lasts = [], [], [], []
+    for i, (v, t) in enumerate(zip(np.asarray(u, np.int64).tolist(),
+                                   np.asarray(times, np.float64).tolist())):
+        a = csr.indptr[v]
+        end = a + int(np.searchsorted(csr.time[a:csr.indptr[v + 1]], t, side="left"))
+        neighbor, time = csr.neighbor[a:end], csr.time[a:end]
+        if (neighbor == v).any():             # a self-loop is listed in both directions
+            _, once = np.unique(csr.event[a:end], return_index=True)
+            neighbor, time = neighbor[once], time[once]
+        if len(neighbor) == 0:
+            continue
+        partner, first, count = np.unique(neighbor[::-1], return_index=True, return_counts=True)
+        rows.append(np.full(len(partner), i, np.int64))
+        partners.append(partner)
+        counts.append(count)
+        lasts.append(time[::-1][first])      # reversed: the first is the latest
+    if not rows:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, np.zeros(0)
+    return (np.concatenate(rows), np.concatenate(partners), np.concatenate(counts),
+            np.concatenate(lasts))
+
+
 # ----------------------------------------------------------------------------- negatives
 class NegativeSampler:
     """Uniform negative destinations from a fixed candidate set (TGN's RandEdgeSampler).
@@ -244,6 +272,103 @@ class NegativeSampler:
     def sample(self, size: int | tuple, stream: tuple = ()) -> np.ndarray:
         rng = np.random.default_rng([self.seed, *[int(s) for s in stream]])
         return self.candidates[rng.integers(0, len(self.candidates), size=size)]
+
+
+NEGATIVE_STRATEGIES = ("random", "historical", "inductive")
+
+
+class EvalNegativeSampler:
+    """Evaluation negatives by strategy, as DyGLib defines them (Poursafaei et al., NeurIPS
+    2022), for the global batch of events [lo, hi):
+
+    - `random`: the positive's source and a uniform destination from `destinations`
+      (TGN's protocol; what an evaluation drew before strategies existed).
+    - `historical`: a whole pair (src', dst') that occurred at or before the batch's first
+      event time and does not occur within the batch's time span [t[lo], t[hi-1]].
+    - `inductive`: such a pair that was first seen after training ended (after
+      t[train_end - 1]): never seen in training, seen since, not now.
+
+    Historical / inductive draw distinct pairs per column (without replacement over the
+    batch) while there are enough; the rest are random pairs (a source from `sources`, a
+    destination from `destinations`) outside the batch's pairs, in random positions, as
+    DyGLib fills them. Pairs are directed (src, dst), as DyGLib's edge sets are.
+
+    Each column of each strategy is its own stream of (seed, stream, strategy, column), so
+    column j is the same however many columns are drawn, for every model, for EdgeBank, and
+    for any worker count (draw the global batch, slice a worker's share)."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, t: np.ndarray, num_nodes: int,
+                 destinations: np.ndarray, train_end: int, seed: int = 0):
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        self.t = np.asarray(t, dtype=np.float64)
+        self.num_nodes, self.seed = int(num_nodes), int(seed)
+        self.key = src * self.num_nodes + dst
+        # every distinct pair once, in order of its first occurrence (events are in time order)
+        pairs, first = np.unique(self.key, return_index=True)
+        order = np.argsort(first, kind="stable")
+        self.pair_key, self.pair_first_time = pairs[order], self.t[first[order]]
+        # pairs first seen up to training's end form a prefix of that order
+        self.train_pairs = int(np.searchsorted(self.pair_first_time, self.t[train_end - 1],
+                                               side="right")) if train_end > 0 else 0
+        self.sources = np.unique(src)
+        self.destinations = np.unique(np.asarray(destinations, dtype=np.int64))
+        if len(self.destinations) == 0 or len(self.sources) == 0:
+            raise ValueError("negative sampling needs at least one candidate destination")
+
+    def candidates(self, strategy: str, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """(pair keys the strategy draws from for batch [lo, hi), the batch span's pair
+        keys, sorted). Random draws no pairs: its candidates are empty."""
+        if strategy not in NEGATIVE_STRATEGIES:
+            raise ValueError(f"negative strategy {strategy!r} is not one of "
+                             f"{NEGATIVE_STRATEGIES}")
+        start, end = self.t[lo], self.t[hi - 1]
+        a = np.searchsorted(self.t, start, side="left")
+        b = np.searchsorted(self.t, end, side="right")
+        in_batch = np.unique(self.key[a:b])
+        if strategy == "random":
+            return np.zeros(0, np.int64), in_batch
+        upto = int(np.searchsorted(self.pair_first_time, start, side="right"))
+        since = self.train_pairs if strategy == "inductive" else 0
+        pool = self.pair_key[min(since, upto):upto]
+        return pool[~np.isin(pool, in_batch)], in_batch
+
+    def sample(self, strategy: str, lo: int, hi: int, columns: int, stream: tuple = ()
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """(negative sources, negative destinations), each int64 [hi - lo, columns]."""
+        pool, in_batch = self.candidates(strategy, lo, hi)
+        size = hi - lo
+        code = NEGATIVE_STRATEGIES.index(strategy)
+        src = np.empty((size, columns), np.int64)
+        dst = np.empty((size, columns), np.int64)
+        for j in range(columns):
+            rng = np.random.default_rng([self.seed, *[int(s) for s in stream], code, j])
+            if strategy == "random":
+                src[:, j] = -1                     # the positive's own source
+                dst[:, j] = self.destinations[rng.integers(0, len(self.destinations), size)]
+                continue
+            if len(pool) >= size:
+                keys = pool[rng.choice(len(pool), size=size, replace=False)]
+            else:
+                keys = np.concatenate([pool, self._random_pairs(rng, size - len(pool),
+                                                                in_batch)])
+                keys = keys[rng.permutation(size)]
+            src[:, j], dst[:, j] = np.divmod(keys, self.num_nodes)
+        return src, dst
+
+    def _random_pairs(self, rng, size: int, in_batch: np.ndarray) -> np.ndarray:
+        """`size` keys of uniform (source, destination) pairs not among `in_batch`
+        (redrawn a few times; a graph too small to avoid them keeps the last draw)."""
+        keys = np.zeros(size, np.int64)
+        todo = np.arange(size)
+        for _ in range(64):
+            s = self.sources[rng.integers(0, len(self.sources), len(todo))]
+            d = self.destinations[rng.integers(0, len(self.destinations), len(todo))]
+            keys[todo] = s * self.num_nodes + d
+            todo = todo[np.isin(keys[todo], in_batch)]
+            if len(todo) == 0:
+                break
+        return keys
 
 
 # ----------------------------------------------------------------------------- batching

@@ -11,7 +11,7 @@ Epochs alternate, gnnsys then PyG (A B A B ...), so both see the same machine lo
     LastNeighborLoader, a TransformerConv GraphAttentionEmbedding, the example's
     LinkPredictor, Adam at the example's lr, BCE loss; the same chronological split,
     batch size, memory / time / embedding dims and neighbours as the config, and the very
-    same negative destinations (gnnsys's NegativeSampler, drawn per (phase, epoch, batch)).
+    same negative destinations (gnnsys's random ones, `BatchPlanner.negatives`).
 
 Both report events/s of the training epoch (median over epochs) and the test AP (the
 positive against the first negative of each event, one AP over the phase) at the epoch
@@ -41,7 +41,6 @@ from torch_geometric.nn.models.tgn import (IdentityMessage, LastAggregator,
                                            LastNeighborLoader, TGNMemory)
 
 from gnnsys.config import load_config
-from gnnsys.temporal.batch import PHASES
 from gnnsys.temporal.metrics import link_metrics
 
 
@@ -74,9 +73,9 @@ class LinkPredictor(torch.nn.Module):
 class PygTGN:
     """examples/tgn.py's training and evaluation, over gnnsys's split and negatives."""
 
-    def __init__(self, events, negative_samplers, config, lr: float, seed: int):
+    def __init__(self, events, planner, config, lr: float, seed: int):
         tc = config.temporal
-        self.events, self.negatives = events, negative_samplers
+        self.events, self.planner = events, planner
         self.batch_size = config.sampler.batch_size
         self.eval_negatives = max(1, tc.eval_negatives)
         msg = torch.zeros(len(events.src), 1)                # see the module docstring
@@ -102,8 +101,7 @@ class PygTGN:
         lo, hi = getattr(self.events, phase)
         for index, a in enumerate(range(lo, hi, self.batch_size)):
             b = min(a + self.batch_size, hi)
-            sampler = self.negatives["train" if phase == "train" else "eval"]
-            neg = sampler.sample((b - a, num_negatives), stream=(PHASES[phase], epoch, index))
+            neg, _ = self.planner.negatives(phase, epoch, index, a, b, num_negatives)
             yield self.data[a:b], torch.from_numpy(neg[:, 0])
 
     def _embed(self, batch, neg_dst):
@@ -165,7 +163,7 @@ class PygTGN:
 def interleaved(loop, args) -> dict:
     """The loop's run with a PyG epoch after each of its epochs; both sides' results."""
     events = loop.mode.events
-    pyg = PygTGN(events, loop.mode.planner.negative_samplers, loop.config, args.pyg_lr,
+    pyg = PygTGN(events, loop.mode.planner, loop.config, args.pyg_lr,
                  args.seed)
     pyg.epochs = args.epochs
     train_events = events.train[1] - events.train[0]

@@ -341,6 +341,10 @@ def test_bench_temporal(run, data):
     assert measured["naive", "range"][3] == simulated[3]
     assert measured["dedup", "range"][3] == simulated[4]
     assert len(rows(out, "unlimited")) == 2 and len(rows(out, "time window")) == 2
+    # EdgeBank's test under every negative strategy and ranked against every destination
+    assert "test AP historical" in out and "test MRR all" in out
+    for cells in rows(out, "unlimited") + rows(out, "time window"):
+        assert len(cells) == 12 and all(0 <= float(c) <= 1 for c in cells[2:])
 
 
 def test_bench_temporal_pyg(run, data, tmp_path):

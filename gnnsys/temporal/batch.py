@@ -13,10 +13,28 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from samplers.temporal import (NegativeSampler, SampledNeighbors, build_pair_index,
-                               chronological_batches, pair_history, sample_neighbors, shard)
+from samplers.temporal import (NEGATIVE_STRATEGIES, EvalNegativeSampler, NegativeSampler,
+                               SampledNeighbors, build_pair_index, chronological_batches,
+                               pair_history, sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
+
+
+def negative_layout(strategy: str, num_negatives: int, all_strategies: bool = False
+                    ) -> dict[str, tuple[int, int]]:
+    """Strategy -> (first column, columns) of an evaluation batch's negatives: the
+    configured `strategy` draws `num_negatives` columns and, with `all_strategies` (the
+    final test), every other strategy one more. Columns that keep the positive's source
+    (random) come first, so `PreparedBatch.negative_src` covers the last ones only."""
+    blocks = [(strategy, num_negatives)]
+    if all_strategies:
+        blocks += [(s, 1) for s in NEGATIVE_STRATEGIES if s != strategy]
+    blocks.sort(key=lambda block: block[0] != "random")       # stable
+    layout, at = {}, 0
+    for name, count in blocks:
+        layout[name] = (at, count)
+        at += count
+    return layout
 
 
 @dataclass
@@ -27,26 +45,44 @@ class PreparedBatch:
     src: np.ndarray
     dst: np.ndarray
     time: np.ndarray                 # float64 [b]
-    negatives: np.ndarray            # int64 [b, n_neg]
+    negatives: np.ndarray            # int64 [b, n_neg] negative destinations
     neighbors: SampledNeighbors | None   # for the roots (src, dst, negatives), if the model attends
     # temporal.pair_history: per scored pair (src, dst) then (src, negative) row-major, how
     # often the two met before the event and the gap since they last did (0 if never)
     pair_count: np.ndarray | None = None     # int64 [b * (1 + n_neg)]
     pair_gap: np.ndarray | None = None       # float64 seconds [b * (1 + n_neg)]
+    # int64 [b, m]: the own sources of the last m negative columns (historical / inductive
+    # negatives are whole pairs); the first n_neg - m columns pair with the positive's src
+    negative_src: np.ndarray | None = None
+
+    @property
+    def num_own_sources(self) -> int:
+        return 0 if self.negative_src is None else self.negative_src.shape[1]
 
     @property
     def num_roots(self) -> int:
-        return len(self.src) * (2 + self.negatives.shape[1])
+        return len(self.src) * (2 + self.negatives.shape[1] + self.num_own_sources)
 
     @property
     def roots(self) -> np.ndarray:
-        """src, dst, then negatives row-major: root r of event i at r = i, b+i, 2b+i*n+j."""
-        return np.concatenate([self.src, self.dst, self.negatives.reshape(-1)])
+        """src, dst, negatives row-major, then the negatives' own sources row-major: root r
+        of event i at r = i, b+i, 2b+i*n+j, 2b+b*n+i*m+j."""
+        parts = [self.src, self.dst, self.negatives.reshape(-1)]
+        if self.negative_src is not None:
+            parts.append(self.negative_src.reshape(-1))
+        return np.concatenate(parts)
 
     @property
     def root_time(self) -> np.ndarray:
-        n = self.negatives.shape[1]
-        return np.concatenate([self.time, self.time, np.repeat(self.time, n)])
+        return np.concatenate([self.time, self.time, np.repeat(self.time, self.negatives.shape[1]),
+                               np.repeat(self.time, self.num_own_sources)])
+
+    @property
+    def negative_sources(self) -> np.ndarray:
+        """int64 [b, n_neg]: the source each negative destination is scored with."""
+        n, m = self.negatives.shape[1], self.num_own_sources
+        own = [] if self.negative_src is None else [self.negative_src]
+        return np.concatenate([np.repeat(self.src[:, None], n - m, 1), *own], 1)
 
     @property
     def needed(self) -> np.ndarray:
@@ -70,7 +106,8 @@ class PreparedBatch:
         neighbor_time, tidx = np.unique(n.times.reshape(-1)[slot], return_inverse=True)
         b = len(self.src)
         ridx = np.concatenate([np.arange(b), np.arange(b),
-                               np.repeat(np.arange(b), self.negatives.shape[1])])
+                               np.repeat(np.arange(b), self.negatives.shape[1]),
+                               np.repeat(np.arange(b), self.num_own_sources)])
         return dict(slot=slot, indptr=np.concatenate([[0], np.cumsum(n.mask.sum(1))]),
                     event=n.events.reshape(-1)[slot], ridx=ridx, tidx=tidx.reshape(-1),
                     root_tau=self.time - base, neighbor_tau=neighbor_time - base)
@@ -84,6 +121,8 @@ class DeviceBatch:
     events: torch.Tensor             # int64 [b] event ids of the shard (the mails' features)
     neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
     pairs: tuple | None = None       # (count, gap) float32 [b * (1 + n_neg)] each, if used
+    # bool [b, n_neg]: negatives that are the positive pair itself (None if there are none)
+    same_as_positive: torch.Tensor | None = None
 
 
 def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
@@ -109,13 +148,17 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         floats += [t["root_tau"], t["neighbor_tau"]]
     if batch.pair_count is not None:
         floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
+    same = (batch.negatives == batch.dst[:, None]) & \
+        (batch.negative_sources == batch.src[:, None])
+    if same.any():
+        ints.append(np.flatnonzero(same))
     int_parts = torch.from_numpy(np.concatenate(ints).astype(np.int64, copy=False)) \
         .to(device).split([len(a) for a in ints])
     float_parts = torch.from_numpy(np.concatenate(floats)).to(device) \
         .split([len(a) for a in floats])
     neighbors = None
     if n is not None:
-        slot, row, event, indptr, ridx, tidx = int_parts[2:]
+        slot, row, event, indptr, ridx, tidx = int_parts[2:8]
         mask = torch.zeros(roots * k, dtype=torch.bool, device=slot.device)
         mask = mask.index_fill_(0, slot, True).view(roots, k)
         neighbors = dict(mask=mask, indptr=indptr, slot=slot, row=row, event=event, ridx=ridx,
@@ -123,8 +166,12 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
     pairs = None
     if batch.pair_count is not None:
         pairs = (float_parts[-2].float(), float_parts[-1].float())
+    same_as_positive = None
+    if same.any():
+        same_as_positive = torch.zeros(same.size, dtype=torch.bool, device=int_parts[-1].device)
+        same_as_positive = same_as_positive.index_fill_(0, int_parts[-1], True).view(same.shape)
     return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
-                       neighbors=neighbors, pairs=pairs)
+                       neighbors=neighbors, pairs=pairs, same_as_positive=same_as_positive)
 
 
 def slot_gaps(neighbors: dict) -> torch.Tensor:
@@ -139,33 +186,59 @@ class BatchPlanner:
 
     def __init__(self, events, batch_size: int, rank: int, world_size: int, seed: int,
                  num_neighbors: int, strategy: str, uses_neighbors: bool,
-                 pair_history: bool = False):
+                 pair_history: bool = False, eval_strategy: str = "random"):
         self.events, self.batch_size = events, batch_size
         self.rank, self.world_size = rank, world_size
         self.seed, self.num_neighbors, self.strategy = seed, num_neighbors, strategy
         self.uses_neighbors = uses_neighbors
         self.pairs = build_pair_index(events.src, events.dst, events.t, events.num_nodes) \
             if pair_history else None
-        self.negative_samplers = {"train": NegativeSampler(events.train_negatives, seed),
-                                  "eval": NegativeSampler(events.negatives, seed)}
+        self.train_negatives = NegativeSampler(events.train_negatives, seed)
+        self.eval_strategy = eval_strategy
+        self.eval_negatives = EvalNegativeSampler(events.src, events.dst, events.t,
+                                                  events.num_nodes, events.negatives,
+                                                  events.train[1], seed)
 
     def batches(self, phase: str) -> list[tuple[int, int]]:
         lo, hi = getattr(self.events, phase)
         return chronological_batches(lo, hi, self.batch_size)
 
     def batch(self, phase: str, epoch: int, index: int, lo: int, hi: int,
-              num_negatives: int) -> PreparedBatch:
+              num_negatives: int, all_strategies: bool = False) -> PreparedBatch:
+        """Worker's shard of global batch `index` = events [lo, hi) of `phase`. Training
+        draws `num_negatives` random destinations seen in training; evaluation draws by
+        `eval_strategy` (`negative_layout`'s columns, every strategy with
+        `all_strategies`), validation anew each epoch, the test the same draws for any
+        `epoch`, so every model and EdgeBank meet the same test negatives."""
         # negatives are drawn for the whole global batch and sliced, so any worker count
         # sees exactly the single-process negatives
-        sampler = self.negative_samplers["train" if phase == "train" else "eval"]
-        negatives = sampler.sample((hi - lo, num_negatives), stream=(PHASES[phase], epoch, index))
+        negatives, own_src = self.negatives(phase, epoch, index, lo, hi, num_negatives,
+                                            all_strategies)
         a, b = shard(lo, hi, self.rank, self.world_size)
         ev = self.events
         batch = PreparedBatch(index=index, global_size=hi - lo,
                               events=np.arange(a, b, dtype=np.int64), src=ev.src[a:b],
                               dst=ev.dst[a:b], time=ev.t[a:b],
-                              negatives=negatives[a - lo:b - lo], neighbors=None)
+                              negatives=negatives[a - lo:b - lo], neighbors=None,
+                              negative_src=None if own_src is None else own_src[a - lo:b - lo])
         return self._sampled(batch, phase, epoch)
+
+    def negatives(self, phase: str, epoch: int, index: int, lo: int, hi: int,
+                  num_negatives: int, all_strategies: bool = False
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(negative destinations [hi - lo, n], the own sources of the last m columns
+        [hi - lo, m] or None) of the whole global batch `index` = events [lo, hi)."""
+        if phase == "train":
+            return self.train_negatives.sample((hi - lo, num_negatives),
+                                               stream=(PHASES[phase], epoch, index)), None
+        stream = (PHASES[phase], epoch if phase == "val" else 0, index)
+        drawn = [self.eval_negatives.sample(name, lo, hi, count, stream)
+                 for name, (_, count) in negative_layout(self.eval_strategy, num_negatives,
+                                                         all_strategies).items()]
+        sources = np.concatenate([s for s, _ in drawn], 1)
+        own = int((sources[0] >= 0).sum())           # random columns (-1) come first
+        return np.concatenate([d for _, d in drawn], 1), \
+            (sources[:, sources.shape[1] - own:] if own else None)
 
     def query_batch(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray,
                     epoch: int) -> PreparedBatch:
@@ -187,15 +260,15 @@ class BatchPlanner:
                                                self.num_neighbors, self.strategy, seed=seed)
         if self.pairs is not None:
             b, n = len(batch.src), num_negatives
-            time = batch.root_time[b:]              # dst's, then each negative's
-            src = np.concatenate([batch.src, np.repeat(batch.src, n)])
-            count, last = pair_history(self.pairs, src, batch.roots[b:], time)
+            time = batch.root_time[b:b + b * (1 + n)]   # dst's, then each negative's
+            src = np.concatenate([batch.src, batch.negative_sources.reshape(-1)])
+            count, last = pair_history(self.pairs, src, batch.roots[b:b + b * (1 + n)], time)
             batch.pair_count = count
             batch.pair_gap = np.where(count > 0, time - last, 0.0)
         if batch.neighbors is not None:
             batch.slot_tables                       # noqa: B018 (computed here, off the step)
         return batch
 
-    def epoch(self, phase: str, epoch: int, num_negatives: int):
+    def epoch(self, phase: str, epoch: int, num_negatives: int, all_strategies: bool = False):
         for index, (lo, hi) in enumerate(self.batches(phase)):
-            yield self.batch(phase, epoch, index, lo, hi, num_negatives)
+            yield self.batch(phase, epoch, index, lo, hi, num_negatives, all_strategies)

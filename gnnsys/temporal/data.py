@@ -30,6 +30,9 @@ class TemporalEvents:
     train_negatives: np.ndarray     # ... of training negatives: destinations seen in training
     new_node_event: np.ndarray      # bool [E]: an endpoint never occurs in a training event
     time_scale: float               # mean gap between a vertex's consecutive training events
+    # every possible destination, what one-vs-all ranking ranks against: bipartite graphs'
+    # destination side, else every node
+    rank_candidates: np.ndarray | None = None
 
     @property
     def edge_dim(self) -> int:
@@ -79,8 +82,10 @@ def prepare_events(graph, edge_feat_dim: int = 0) -> TemporalEvents:
 
     if getattr(graph, "bipartite", False):
         negatives = np.arange(int(graph.num_src_nodes), num_nodes, dtype=np.int64)
+        rank_candidates = negatives
     else:
         negatives = np.unique(dst)
+        rank_candidates = np.arange(num_nodes, dtype=np.int64)
     # Training negatives come from the training events' destinations only (TGN's and
     # DyGLib's protocol): a vertex that first appears in validation or test is never a
     # training negative with a never-written memory. (Measured on CollegeMsg, it changes
@@ -99,6 +104,7 @@ def prepare_events(graph, edge_feat_dim: int = 0) -> TemporalEvents:
         node_feat=node_feat, csr=build_temporal_csr(src, dst, t, num_nodes),
         train=train, val=val, test=test, negatives=negatives,
         train_negatives=train_negatives, new_node_event=new_node_event,
+        rank_candidates=rank_candidates,
         time_scale=_mean_gap(src[:train[1]], dst[:train[1]], t[:train[1]], num_nodes))
 
 

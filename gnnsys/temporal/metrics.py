@@ -57,6 +57,42 @@ def link_metrics(positive: np.ndarray, negatives: np.ndarray, prefix: str,
     return dict(zip(keys, values))
 
 
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve: the chance a random positive outscores a random negative,
+    a tie counting half (the same as sklearn.metrics.roc_auc_score)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(bool)
+    positives, negatives = int(labels.sum()), int((~labels).sum())
+    if positives == 0 or negatives == 0:
+        return float("nan")
+    _, inverse, counts = np.unique(scores, return_inverse=True, return_counts=True)
+    # average rank of each distinct score (1-based), ties sharing theirs
+    average = np.cumsum(counts) - (counts - 1) / 2.0
+    rank_sum = average[inverse.reshape(-1)][labels].sum()
+    return float((rank_sum - positives * (positives + 1) / 2.0) / (positives * negatives))
+
+
+def strategy_metrics(positive: np.ndarray, negative: np.ndarray, strategy: str) -> dict:
+    """test_ap_neg_{strategy} and test_auc_neg_{strategy}: positives against one negative
+    each, drawn by that strategy (`samplers.temporal.EvalNegativeSampler`)."""
+    scores = np.concatenate([positive, negative])
+    labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
+    empty = len(positive) == 0
+    return {f"test_ap_neg_{strategy}": float("nan") if empty else average_precision(scores, labels),
+            f"test_auc_neg_{strategy}": float("nan") if empty else roc_auc(scores, labels)}
+
+
+def ranking_metrics(rank: np.ndarray) -> dict:
+    """test_mrr_all and test_hits10_all of each positive's rank against every possible
+    destination (`TemporalMode._ranks_against_all`; a tie counts half, so a rank may be
+    fractional and Hits@10 counts ranks <= 10)."""
+    rank = np.asarray(rank, dtype=np.float64)
+    if len(rank) == 0:
+        return {"test_mrr_all": float("nan"), "test_hits10_all": float("nan")}
+    return {"test_mrr_all": float((1.0 / rank).mean()),
+            "test_hits10_all": float((rank <= 10).mean())}
+
+
 def _ap(positive: np.ndarray, negative: np.ndarray) -> float:
     scores = np.concatenate([positive, negative])
     labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]

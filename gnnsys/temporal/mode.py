@@ -17,20 +17,21 @@ protocol), which is why the memory is part of the mode's state.
 from __future__ import annotations
 
 import time
+from functools import cached_property
 
 import numpy as np
 import torch
 from torch.nn import functional as F
 
-from samplers.temporal import batch_number, shard
+from samplers.temporal import batch_number, pair_partners, shard
 
 from ..mode import Mode
 from ..prefetch import prefetched
 from ..runlog import progress
-from .batch import BatchPlanner, DeviceBatch, PreparedBatch, to_device
+from .batch import BatchPlanner, DeviceBatch, PreparedBatch, negative_layout, to_device
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
-from .metrics import link_metrics
+from .metrics import link_metrics, ranking_metrics, strategy_metrics
 from .models import ARCHS, build_model, row_layout, uses_neighbors
 
 
@@ -83,7 +84,8 @@ class TemporalMode(Mode):
                                     config.train.seed, config.temporal.num_neighbors,
                                     config.temporal.neighbor_strategy,
                                     uses_neighbors(config.model.arch),
-                                    config.temporal.pair_history)
+                                    config.temporal.pair_history,
+                                    config.temporal.eval_negative_strategy)
         self.batches_per_epoch = len(self.planner.batches("train"))
         small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
         # TrainingLoop.train_epoch sets it; None = the pool as it is
@@ -140,17 +142,31 @@ class TemporalMode(Mode):
         """(loss, new memory and its time of the written roots, the moved batch,
         (pos, neg) logits) of this worker's shard."""
         h, memory, memory_ts, moved = self._embed(batch, train, writes_back)
-        b, n_neg = len(batch.src), batch.negatives.shape[1]
+        loss, pos, neg = self._link_scores(batch, moved, h, train)
+        return loss, memory, memory_ts, moved, (pos, neg)
+
+    def _link_scores(self, batch: PreparedBatch, moved: DeviceBatch, h: torch.Tensor,
+                     train: bool):
+        """(loss, pos logits [b], neg logits [b, n_neg]) from the roots' embeddings `h`."""
+        b, n_neg, m = len(batch.src), batch.negatives.shape[1], batch.num_own_sources
         with torch.set_grad_enabled(train):
             h_src, h_dst = h[:b], h[b:2 * b]
-            h_neg = h[2 * b:].reshape(b, n_neg, h.shape[1])
+            h_neg = h[2 * b:2 * b + b * n_neg].reshape(b, n_neg, h.shape[1])
+            # each negative's source: the positive's, or its own (historical / inductive pairs)
+            h_neg_src = h_src.unsqueeze(1).expand(-1, n_neg - m, -1)
+            if m:
+                h_neg_src = torch.cat([h_neg_src, h[2 * b + b * n_neg:].reshape(b, m, -1)], 1)
             pair = self.model.encode_pairs(moved.pairs)
             pair_pos, pair_neg = (None, None) if pair is None else \
                 (pair[:b], pair[b:].reshape(b, n_neg, pair.shape[1]))
             pos = self.model.score(h_src, h_dst, pair_pos)
-            neg = self.model.score(h_src.unsqueeze(1).expand(-1, n_neg, -1), h_neg, pair_neg)
+            neg = self.model.score(h_neg_src, h_neg, pair_neg)
+            if not train and moved.same_as_positive is not None:
+                # a negative that is the positive pair itself scores exactly as the positive
+                # (a tie), not within float noise of it that moves with the batch's shape
+                neg = torch.where(moved.same_as_positive, pos.unsqueeze(1), neg)
             loss = (F.softplus(-pos).sum() + F.softplus(neg).sum()) / batch.global_size
-        return loss, memory, memory_ts, moved, (pos.detach(), neg.detach())
+        return loss, pos.detach(), neg.detach()
 
     def _write_back(self, batch: PreparedBatch, moved: DeviceBatch, memory: torch.Tensor,
                     memory_ts: torch.Tensor) -> None:
@@ -176,7 +192,14 @@ class TemporalMode(Mode):
         return {phase: self._eval_phase(phase) for phase in splits}
 
     def score(self, split: str, outputs: dict) -> dict:
-        pos, neg, ev = outputs["pos"], outputs["neg"], outputs["events"]
+        """AP / MRR of the configured negatives (`temporal.eval_negative_strategy`; val_ap
+        selects the epoch), and for the test also AP and AUC under every strategy
+        (`test_ap_neg_random`, `test_auc_neg_historical`, ...: each its first column)."""
+        pos, ev = outputs["pos"], outputs["events"]
+        strategy = self.config.temporal.eval_negative_strategy
+        layout = negative_layout(strategy, self._num_eval_negatives(), split == "test")
+        first, count = layout[strategy]
+        neg = outputs["neg"][:, first:first + count]
         batch = batch_number(ev, getattr(self.events, split)[0], self.config.sampler.batch_size)
         out = link_metrics(pos, neg, split, batch=batch)
         if split == "test":
@@ -184,7 +207,14 @@ class TemporalMode(Mode):
             # inductive: events with an endpoint never seen in training (new nodes)
             out.update(link_metrics(pos[new], neg[new], "test", suffix="_inductive",
                                     batch=batch[new]))
+            for name, (column, _) in layout.items():
+                out.update(strategy_metrics(pos, outputs["neg"][:, column], name))
+            if "rank_all" in outputs:
+                out.update(ranking_metrics(outputs["rank_all"]))
         return out
+
+    def _num_eval_negatives(self) -> int:
+        return max(1, self.config.temporal.eval_negatives)
 
     def final_metrics(self) -> dict:
         self.exchange.reset_stats()              # the test phase's traffic
@@ -208,13 +238,21 @@ class TemporalMode(Mode):
         """This worker's positive and negative logits of the phase, and their events."""
         self.model.eval()
         epoch = self.epoch if phase == "val" else self.config.train.epochs  # seeds negatives
-        num_negatives = max(1, self.config.temporal.eval_negatives)
         bar = progress(total=len(self.planner.batches(phase)), desc=phase, unit="batch",
                        enabled=self.config.train.progress and self.ctx.is_main)
-        positives, negatives, events = [], [], []
-        for batch in prefetched(self.planner.epoch(phase, epoch, num_negatives),
+        positives, negatives, events, ranks = [], [], [], []
+        rank_all = phase == "test" and self.config.temporal.rank_all
+        # the test scores every strategy's negatives in its one pass (negatives never reach
+        # the memory, so the extra columns change no other score)
+        for batch in prefetched(self.planner.epoch(phase, epoch, self._num_eval_negatives(),
+                                                   all_strategies=phase == "test"),
                                 self.config.sampler.prefetch):
-            _, memory, memory_ts, moved, (pos, neg) = self._forward(batch, train=False)
+            # every candidate as of the batch's start: read before the batch's own fetch
+            candidates = self._candidate_embeddings(batch) if rank_all else None
+            h, memory, memory_ts, moved = self._embed(batch, train=False)
+            _, pos, neg = self._link_scores(batch, moved, h, train=False)
+            if rank_all:
+                ranks.append(self._ranks_against_all(batch, h[:len(batch.src)], candidates))
             self._write_back(batch, moved, memory, memory_ts)
             positives.append(pos)
             negatives.append(neg)
@@ -222,9 +260,55 @@ class TemporalMode(Mode):
             bar.update(1)
         bar.close()
         # the phase's logits leave the device once
-        return {"pos": torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
-                "neg": torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
-                "events": np.concatenate(events) if events else np.zeros(0, dtype=np.int64)}
+        out = {"pos": torch.cat(positives).cpu().numpy() if positives else np.zeros(0),
+               "neg": torch.cat(negatives).cpu().numpy() if negatives else np.zeros((0, 1)),
+               "events": np.concatenate(events) if events else np.zeros(0, dtype=np.int64)}
+        if rank_all:
+            out["rank_all"] = torch.cat(ranks).cpu().numpy() if ranks else np.zeros(0)
+        return out
+
+    # ----------------------------------------------------------------------- one-vs-all
+    def _candidate_embeddings(self, batch: PreparedBatch) -> torch.Tensor:
+        """[C, D]: what the link scorer reads of every ranking candidate
+        (`events.rank_candidates`) as of the global batch's first event time: the memory
+        the batch starts from and the neighbours strictly before that time. Once per
+        batch, not per event (TGB's batched evaluation); every rank computes all of them
+        at the same time, so any worker count ranks alike."""
+        lo, _ = self.planner.batches("test")[batch.index]
+        nodes = self.events.rank_candidates
+        query = self.planner.query_batch(nodes, nodes, np.full(len(nodes), self.events.t[lo]),
+                                         self.config.train.epochs)
+        return self._embed(query, train=False, writes_back=False)[0][:len(nodes)]
+
+    def _ranks_against_all(self, batch: PreparedBatch, h_src: torch.Tensor,
+                           candidates: torch.Tensor) -> torch.Tensor:
+        """float64 [b]: each positive's rank among every candidate destination, all scored
+        alike: the source as the evaluation embeds it (at its event's time), each candidate
+        (the true destination too) by `_candidate_embeddings`, the pair history of
+        (source, candidate) strictly before the event. 1 + candidates scoring higher + half
+        the others scoring equal; the true destination is not its own competitor."""
+        column = self._candidate_column
+        met = None
+        if self.model.pair_encoder is not None:
+            rows, partner, count, last = pair_partners(self.events.csr, batch.src, batch.time)
+            keep = column[partner] >= 0
+            rows, partner, count, last = rows[keep], partner[keep], count[keep], last[keep]
+            met = tuple(torch.from_numpy(a).to(self.device) for a in (
+                rows, column[partner], count.astype(np.float32),
+                (batch.time[rows] - last).astype(np.float32)))
+        scores = self.model.score_all(h_src, candidates, met)
+        at = torch.from_numpy(column[batch.dst]).to(self.device)
+        pos = scores.gather(1, at[:, None])
+        higher = (scores > pos).sum(1)
+        equal = (scores == pos).sum(1) - 1
+        return 1.0 + higher.double() + 0.5 * equal.double()
+
+    @cached_property
+    def _candidate_column(self) -> np.ndarray:
+        """int64 [N]: each node's column among the ranking candidates, -1 if not one."""
+        column = np.full(self.events.num_nodes, -1, dtype=np.int64)
+        column[self.events.rank_candidates] = np.arange(len(self.events.rank_candidates))
+        return column
 
     # ----------------------------------------------------------------------- queries
     @torch.no_grad()

@@ -391,6 +391,27 @@ class TemporalLinkModel(nn.Module):
         """pair: `encode_pairs` of the scored pairs, with `temporal.pair_history`."""
         return self.predictor(h_src, h_dst, pair)
 
+    def score_all(self, h_src: torch.Tensor, h_cand: torch.Tensor, met: tuple | None = None,
+                  max_elements: int = 1 << 22) -> torch.Tensor:
+        """Logits [b, C] of every pair (source i, candidate c): what `score` gives it, by the
+        merge layer's first matrix in parts (W [h_s || h_c || p] = W_s h_s + W_c h_c + W_p p),
+        candidates in chunks so that no [b, chunk, hidden] tensor exceeds `max_elements`.
+        With pair history, a pair that never met has the zero pair feature (count 0), so
+        only the pairs in `met` = (rows, cols, count, gap) that met add their own."""
+        hidden, out = self.predictor.hidden, self.predictor.out
+        d, w = h_src.shape[1], hidden.weight
+        a = h_src @ w[:, :d].T + hidden.bias
+        c = h_cand @ w[:, d:2 * d].T
+        scores = torch.empty(len(a), len(c), dtype=a.dtype, device=a.device)
+        step = max(1, max_elements // max(1, len(a) * a.shape[1]))
+        for lo in range(0, len(c), step):
+            scores[:, lo:lo + step] = out(F.relu(a[:, None] + c[None, lo:lo + step])).squeeze(-1)
+        if met is not None and self.pair_encoder is not None and len(met[0]):
+            rows, cols, count, gap = met
+            p = self.pair_encoder(count, gap) @ w[:, 2 * d:].T
+            scores[rows, cols] = out(F.relu(a[rows] + c[cols] + p)).squeeze(-1)
+        return scores
+
     def encode_pairs(self, pairs: tuple | None):
         """(count, gap) of the batch's scored pairs -> their features (None if not used)."""
         if self.pair_encoder is None or pairs is None:

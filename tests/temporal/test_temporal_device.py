@@ -98,10 +98,11 @@ def test_store_state_lives_on_its_device():
 FACTORIES = {"zeros", "ones", "empty", "full", "arange", "rand", "randn", "randint",
              "tensor", "as_tensor", "linspace"}
 # where host arrays become tensors (and back): the planner's batch, the exchange's ids and
-# write plan, the store's setup and checkpoints, the evaluation's scores, the event stream
+# write plan, the store's setup and checkpoints, the evaluation's scores and one-vs-all
+# ranks, the event stream
 BOUNDARY = {"batch.py": {"to_device"}, "exchange.py": {"fetch", "write_back"},
             "memory.py": {"__init__", "load_state", "merge_states"},
-            "mode.py": {"_eval_phase", "score_queries", "embed_nodes"},
+            "mode.py": {"_eval_phase", "score_queries", "embed_nodes", "_ranks_against_all"},
             "data.py": {"prepare_events"},
             # the CPU kernel's op hands its tensors to numba
             "slot_attention.py": {"_np", "_time_tables", "_slot_attention",

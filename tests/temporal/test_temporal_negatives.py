@@ -1,12 +1,17 @@
 """Where negatives come from: training draws only destinations seen in training (TGN's and
-DyGLib's protocol), evaluation draws every destination."""
+DyGLib's protocol), evaluation draws by strategy (random: every destination; historical,
+inductive: whole pairs, as DyGLib defines them), the same for any worker count."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from gnnsys.temporal.batch import BatchPlanner
+from gnnsys.config import ConfigError
+from gnnsys.temporal.batch import BatchPlanner, negative_layout
 from gnnsys.temporal.data import prepare_events
+from gnnsys.temporal.metrics import roc_auc
 from gnnsys.testing import tiny_temporal_graph
+from gnnsys.training import fit
 
 
 def test_training_negatives_are_training_destinations_and_evaluation_draws_all():
@@ -23,3 +28,136 @@ def test_training_negatives_are_training_destinations_and_evaluation_draws_all()
     evaluation = np.concatenate([drawn["val"], drawn["test"]])
     assert np.isin(evaluation, events.negatives).all()
     assert np.isin(evaluation, later_only).any()
+
+
+# ----------------------------------------------------------------------------- strategies
+def _pairs_before(events, time):
+    """Directed pairs of every event at or before `time` (DyGLib's historical edges)."""
+    at = events.t <= time
+    return set(zip(events.src[at].tolist(), events.dst[at].tolist()))
+
+
+def _pairs_within(events, start, end):
+    at = (events.t >= start) & (events.t <= end)
+    return set(zip(events.src[at].tolist(), events.dst[at].tolist()))
+
+
+@pytest.mark.parametrize("strategy", ["historical", "inductive"])
+def test_pair_negatives_follow_dyglib(strategy):
+    """historical: pairs seen at or before the batch began and not within its span;
+    inductive: of those, the ones never seen in training. While enough exist each column
+    draws distinct ones only; when too few, all of them plus random pairs outside the
+    batch (DyGLib's fill)."""
+    events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
+    planner = BatchPlanner(events, 50, 0, 1, seed=0, num_neighbors=5, strategy="recent",
+                           uses_neighbors=False, eval_strategy=strategy)
+    train_pairs = _pairs_before(events, events.t[events.train[1] - 1])
+    filled = drawn_only = 0
+    for phase in ("val", "test"):
+        for index, (lo, hi) in enumerate(planner.batches(phase)):
+            batch = planner.batch(phase, 0, index, lo, hi, num_negatives=3)
+            assert batch.negative_src.shape == (hi - lo, 3)      # whole pairs: own sources
+            pool = _pairs_before(events, events.t[lo]) - \
+                _pairs_within(events, events.t[lo], events.t[hi - 1])
+            if strategy == "inductive":
+                pool -= train_pairs
+            in_batch = _pairs_within(events, events.t[lo], events.t[hi - 1])
+            for j in range(3):
+                drawn = list(zip(batch.negative_src[:, j].tolist(), batch.negatives[:, j].tolist()))
+                assert not set(drawn) & in_batch
+                if len(pool) >= hi - lo:
+                    assert set(drawn) <= pool and len(set(drawn)) == hi - lo
+                    drawn_only += 1
+                else:
+                    assert pool <= set(drawn)
+                    filled += 1
+    assert drawn_only > 0
+    # inductive pairs are few early in validation: the fill is met there
+    assert filled > 0 if strategy == "inductive" else filled == 0
+
+
+def test_random_negatives_keep_the_source_and_columns_do_not_depend_on_their_number():
+    events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
+    plan = lambda strategy: BatchPlanner(events, 50, 0, 1, seed=0, num_neighbors=5,  # noqa: E731
+                                         strategy="recent", uses_neighbors=False,
+                                         eval_strategy=strategy)
+    lo, hi = plan("random").batches("test")[2]
+    few = plan("random").batch("test", 0, 2, lo, hi, num_negatives=2)
+    many = plan("random").batch("test", 7, 2, lo, hi, num_negatives=5, all_strategies=True)
+    assert few.negative_src is None
+    np.testing.assert_array_equal(few.negatives, many.negatives[:, :2])   # test: any epoch
+    layout = negative_layout("random", 5, all_strategies=True)
+    assert layout == {"random": (0, 5), "historical": (5, 1), "inductive": (6, 1)}
+    np.testing.assert_array_equal(many.negative_sources[:, :5], np.repeat(many.src[:, None], 5, 1))
+    hist = plan("historical").batch("test", 0, 2, lo, hi, num_negatives=3, all_strategies=True)
+    assert negative_layout("historical", 3, True) == \
+        {"random": (0, 1), "historical": (1, 3), "inductive": (4, 1)}
+    # the same draws whichever strategy the config selects
+    np.testing.assert_array_equal(hist.negatives[:, 0], many.negatives[:, 0])
+    np.testing.assert_array_equal(hist.negatives[:, 1], many.negatives[:, 5])
+    np.testing.assert_array_equal(hist.negatives[:, 4], many.negatives[:, 6])
+    np.testing.assert_array_equal(hist.negative_src[:, 0], many.negative_src[:, 0])
+
+
+@pytest.mark.parametrize("strategy", ["random", "historical", "inductive"])
+def test_any_worker_count_draws_the_single_process_negatives(strategy):
+    events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
+    planners = [BatchPlanner(events, 50, rank, world, seed=0, num_neighbors=5,
+                             strategy="recent", uses_neighbors=True, pair_history=True,
+                             eval_strategy=strategy)
+                for rank, world in ((0, 1), (0, 2), (1, 2))]
+    for phase in ("val", "test"):
+        one, *two = [list(p.epoch(phase, 1, 3, all_strategies=phase == "test"))
+                     for p in planners]
+        for whole, a, b in zip(one, *two):
+            for name in ("negatives", "negative_sources", "pair_count", "pair_gap"):
+                np.testing.assert_array_equal(
+                    per_event(whole, name), np.concatenate([per_event(a, name),
+                                                            per_event(b, name)]))
+
+
+def per_event(batch, name):
+    """A batch's array with one row per event (pair history: dst's, then negatives')."""
+    values, b = getattr(batch, name), len(batch.src)
+    return values if values.ndim == 2 else np.c_[values[:b], values[b:].reshape(b, -1)]
+
+
+def test_the_strategy_is_a_validated_config_key(tiny_config):
+    assert tiny_config(temporal={"eval_negative_strategy": "historical"}) \
+        .temporal.eval_negative_strategy == "historical"
+    with pytest.raises(ConfigError, match="eval_negative_strategy.*random, historical, inductive"):
+        tiny_config(temporal={"eval_negative_strategy": "hard"})
+
+
+def test_final_metrics_report_every_strategy_the_same_whichever_selects(tiny_config,
+                                                                          tmp_path):
+    """Every run reports test AP / AUC under all three strategies; the configured one also
+    gives test_ap; the extra negatives change no other score (the same numbers whichever
+    strategy the config selects), and 2 workers give the single process's."""
+    graph = tiny_temporal_graph()
+    runs = {}
+    for strategy, workers in (("random", 1), ("historical", 1), ("historical", 2)):
+        runs[strategy, workers] = fit(tiny_config(
+            run={"dir": str(tmp_path / f"{strategy}{workers}")},
+            cluster={"workers": workers, "launcher": "threads"},
+            temporal={"eval_negative_strategy": strategy}), graph)
+    keys = [f"test_{m}_neg_{s}" for m in ("ap", "auc")
+            for s in ("random", "historical", "inductive")]
+    for (strategy, _), final in runs.items():
+        assert all(0 < final[k] <= 1 for k in keys)
+        assert final["test_ap"] == final[f"test_ap_neg_{strategy}"]
+    for k in keys:
+        assert runs["random", 1][k] == pytest.approx(runs["historical", 1][k], abs=1e-6)
+        assert runs["historical", 2][k] == pytest.approx(runs["historical", 1][k], abs=1e-4)
+    # historical negatives are harder than random ones for a model of recent activity
+    assert runs["random", 1]["test_ap_neg_historical"] < runs["random", 1]["test_ap_neg_random"]
+
+
+def test_auc_is_the_chance_a_positive_outscores_a_negative():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, 60).astype(float)          # many ties
+    labels = rng.random(60) < 0.4
+    pos, neg = scores[labels], scores[~labels]
+    expected = ((pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) \
+        / (len(pos) * len(neg))
+    assert roc_auc(scores, labels) == pytest.approx(expected)
