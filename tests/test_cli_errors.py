@@ -244,3 +244,10 @@ def test_rays_token_notice_is_quiet_and_its_warning_when_off_is_not():
         logger.removeFilter(_quiet_token_notice)
         logger.removeHandler(handler)
     assert seen == ["Token authentication is disabled for"]
+
+
+def test_worker_lines_are_prefixed_by_rank():
+    """Ray prefixes an actor's lines with its repr: "(rank 1 pid=N)", not "(_Worker pid=N)"."""
+    from types import SimpleNamespace
+    from gnnsys.distributed.launcher import _Worker
+    assert _Worker.__repr__(SimpleNamespace(rank=1)) == "rank 1"

@@ -127,6 +127,10 @@ class _Worker:
         self.rank, self.world_size = rank, world_size
         set_threads(threads)
 
+    def __repr__(self) -> str:
+        # Ray prefixes the worker's lines with it: "(rank 0 pid=N)", not "(_Worker pid=N)"
+        return f"rank {self.rank}"
+
     def address(self) -> tuple[str, int, str]:
         ip = _node_ip()
         with socket.socket() as s:
@@ -410,6 +414,7 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
         num_cpus=config.cluster.cpus_per_worker, num_gpus=config.cluster.gpus_per_worker,
         max_restarts=0, max_concurrency=2, **({"runtime_env": {"env_vars": env}} if env else {}))
     actors = [remote.remote(rank, world, threads) for rank in range(world)]
+    pending = []
     try:
         start = config.cluster.start_timeout_s
         master = ray.get(actors[0].address.remote(), timeout=start)
@@ -452,4 +457,9 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
     finally:
         for a in actors:
             ray.kill(a, no_restart=True)
+        # The survivors' results are errors once the group is torn down; read, they are
+        # handled (unread, Ray prints each with its traceback after our one line)
+        for ref in pending:
+            with contextlib.suppress(Exception):
+                ray.get(ref, timeout=10)
         time.sleep(0.1)
