@@ -144,8 +144,8 @@ class ClusterConfig:
     start_timeout_s: float = setting(180.0, "> 0", resumable=True)  # how long starting the workers may take
     # worker deaths to recover from (restart from checkpoint)
     max_failures: int = setting(1, ">= 0", resumable=True)
-    # fault-test hook "RANK:EPOCH": that worker exits mid-epoch (0-based) on the first
-    # attempt only
+    # fault-test hook "RANK:EPOCH": that worker exits mid-epoch (epochs count from 1, as
+    # the epoch lines do) on the first attempt only
     fail_at: str | None = setting(None, resumable=True)
     # ray: one process per worker (Ray actors); threads: K ranks as threads of this process
     # (no Ray, no worker recovery: tests, scripts, notebooks)
