@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from gnnsys.config import read_yaml
 from gnnsys.datasets.errors import DatasetError
+from gnnsys.yaml_numbers import read_yaml
 
 DATA_ENV = "GNNSYS_DATA"
 DEFAULT_DATA_ROOT = Path("~/.cache/gnnsys")
