@@ -295,12 +295,13 @@ def private_sessions_dir() -> Path:
     a folder of gnnsys's own, so that what killed runs left can be deleted (Ray keeps
     every session under /tmp/ray for ever, a few MB each). It must be the user's own
     folder; Ray's processes open it to every user (0777), as they do /tmp/ray."""
-    path = Path(tempfile.gettempdir()) / f"gnnsys-ray-{os.getuid()}"
+    root = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()     # as Ray's own default
+    path = Path(root) / f"gnnsys-ray-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
     info = path.lstat()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise ConfigError(f"{path} is not a folder of this user (Ray's sockets and logs go "
-                          "there); remove it, or set TMPDIR to another folder")
+                          "there); remove it, or set RAY_TMPDIR to another folder")
     return path
 
 

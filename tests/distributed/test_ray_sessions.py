@@ -33,6 +33,7 @@ def test_sessions_of_dead_drivers_go_but_the_newest(tmp_path):
 
 
 def test_the_sessions_folder_is_the_users_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
     monkeypatch.setattr(launcher.tempfile, "gettempdir", lambda: str(tmp_path))
     path = launcher.private_sessions_dir()
     assert path.parent == tmp_path and path.is_dir() and not path.is_symlink()
@@ -41,3 +42,9 @@ def test_the_sessions_folder_is_the_users_own(tmp_path, monkeypatch):
     path.symlink_to(tmp_path)                     # planted: not a folder of this user's
     with pytest.raises(ConfigError, match="is not a folder of this user"):
         launcher.private_sessions_dir()
+
+
+def test_ray_tmpdir_is_where_the_sessions_folder_goes(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
+    (tmp_path / "ray").mkdir()
+    assert launcher.private_sessions_dir().parent == tmp_path / "ray"
