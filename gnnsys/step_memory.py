@@ -3,29 +3,18 @@
 Without this check a huge `model.hidden` (10^6 on the quick start) allocated lazily, ran
 the machine out of memory and was killed by the kernel (exit 137, no message), taking
 whatever else ran there with it. The bound is a lower one: the parameters with their
-gradient and Adam's two moments (16 bytes each) plus the float32 output of every layer
-for the rows the step computes; a step needs more than that (messages, backward), so a
-run refused here could never have fit, and no run that fits is refused.
+gradient and Adam's two moments (16 bytes each) plus the float32 outputs (and, where the
+caller counts them, per-edge messages) of every layer for the rows the step computes; a
+step needs more than that (backward, optimizer temporaries), so a run refused here could
+never have fit, and no run that fits is refused.
 """
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import torch
 
+from partition.metis import available_memory_bytes as available_memory
+
 from .errors import ConfigError
-
-
-def available_memory() -> int:
-    """MemAvailable of /proc/meminfo in bytes (elsewhere: unlimited)."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return sys.maxsize
 
 
 def check_step_fits(model: torch.nn.Module, output_elements: int, what: str, fix: str,
