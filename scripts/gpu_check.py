@@ -1,28 +1,39 @@
-"""The whole GPU validation in one command: the real-GPU tests, the fused sample+gather
-benchmark, one epoch of every mode on the GPU, and one line per target (met / not met).
+"""The whole GPU validation in one command, in stages, cheapest first, sized for a short
+device lease: the report is written after every stage, so a run killed at its time limit
+still returns what it measured.
 
-    python scripts/gpu_check.py --out runs/gpu_check     # a GPU machine: < 9 min on one H100
+    python scripts/gpu_check.py --out $OUT               # a GPU machine: < 5 min (budget 290 s)
+    python scripts/gpu_check.py --stages sampler modes   # the long stages, a second call
     python scripts/gpu_check.py --simulate               # numba's CUDA simulator, tiny sizes
     python scripts/gpu_check.py --cpu-baseline           # the minibatch run on this CPU
 
-Steps (each one's failure is recorded and the others still run):
-  1. tests:   pytest -m gpu over the test files holding GPU-marked tests;
-  2. sampler: scripts/bench_gpu_sampler.py on synthetic-products (fanouts 15,10,5, batch
-              1024): graph + features on the device, both in pinned host memory, tiered;
-              fused against sample-then-index_select, device copy bandwidth as ceiling;
-  3. modes:   one epoch per mode with train.device and sampler.device on the GPU:
-              minibatch SAGE on synthetic-products, TGN on wikipedia, full-graph GCN on a
-              500k-node synthetic graph; time per epoch and the metric;
-  4. targets: the issue's targets with the measured value; in the simulator every one is
-              "not yet measured on hardware" (its times say nothing about a GPU).
+Stages (each one's failure is recorded and the next still runs):
+  preflight: versions of the device, driver, torch, numba and numba-cuda; a numba kernel
+             compiled and launched; a CUDA array handed to torch without a copy; mapped
+             pinned host memory read by a kernel; the fused sampler on a tiny graph equal
+             to the CPU kernel (scripts/gpu_probes.py);
+  tests:     pytest -m gpu over the test files holding GPU-marked tests;
+  races:     the GPU kernels against the CPU kernel over 40 batch seeds on a hub-heavy
+             graph (thousands of threads claim the same hub: a lost atomic shows as a
+             mismatch), then a small run under compute-sanitizer memcheck and racecheck;
+  sampler:   scripts/bench_gpu_sampler.py on synthetic-products (fanouts 15,10,5, batch
+             1024; the graph is generated on the machine's cores first, timed): graph +
+             features on the device, both in pinned host memory, tiered; fused against
+             sample-then-index_select, device copy bandwidth as ceiling;
+  modes:     one short run per mode with train.device and sampler.device on the GPU:
+             minibatch SAGE on synthetic-products, TGN on wikipedia, full-graph GCN on a
+             500k-node synthetic graph; time per epoch and the metric.
+Then one line per target (met / not met; in the simulator "not yet measured on hardware").
+`--budget-s` stops starting stages whose estimate (STAGES below, measured on an H200)
+would not fit; the report says which were left and why.
 Writes <out>/gpu_check.json and <out>/gpu_check.md (the tables, ready for BENCHMARKS.md).
-Exit status 1 when a step failed or a GPU test failed, else 0 (a missed target is a
-finding, not a failure of the check).
+Exit status 1 when a stage failed, else 0 (a missed target is a finding, not a failure).
 
 The device machine's image (torch, numba-cuda, torch_geometric; no ray, no pymetis) is
-enough: nothing here starts Ray or partitions with METIS. The shared real data does not
-travel with the working tree: copy `shared/data/temporal/wikipedia.npz` into a folder the
-run carries and point $GNNSYS_SHARED_DATA at it, else step 3 trains TGN on a small
+enough: nothing here imports Ray or partitions with METIS (tests/test_scripts.py runs this
+script in the simulator with both imports blocked). The shared real data does not travel
+with the working tree: copy `shared/data/temporal/wikipedia.npz` into a folder the run
+carries and point $GNNSYS_SHARED_DATA at it, else the modes stage trains TGN on a small
 synthetic event stream and says so.
 """
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
@@ -30,6 +41,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -37,6 +49,7 @@ import traceback
 from pathlib import Path
 
 from gnnsys.runlog import atomic_write_bytes
+import gpu_probes
 
 # Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the
 # 2-core CPU dev machine (`--cpu-baseline`, 2026-11-23, load 4-6 on the 2 cores, so a
@@ -70,8 +83,51 @@ SIMULATED = {
 }
 
 
-# ----------------------------------------------------------------------------- steps
-def gpu_tests(simulate: bool) -> dict:
+# ----------------------------------------------------------------------------- stages
+def preflight(simulate: bool, out: Path) -> dict:
+    """The short probes (scripts/gpu_probes.py): each one's outcome, failures named."""
+    results = gpu_probes.run_probes(gpu_probes.PREFLIGHT)
+    if failed := [name for name, r in results.items() if not r["ok"]]:
+        raise StepFailed("preflight: " + "; ".join(f"{n}: {results[n]['error']}"
+                                                   for n in failed), results)
+    return results
+
+
+def race_check(simulate: bool, out: Path) -> dict:
+    """GPU against CPU kernel over many seeds on a hub-heavy graph, then (on a GPU) the
+    small graph under compute-sanitizer's memcheck and racecheck."""
+    result = {"compare": gpu_probes.races()}
+    sanitizer = shutil.which("compute-sanitizer") or next(
+        (p for p in ("/usr/local/cuda/bin/compute-sanitizer",) if os.path.exists(p)), None)
+    if simulate or not sanitizer:
+        result["sanitizer"] = "not run: " + ("the simulator" if simulate else
+                                             "compute-sanitizer not found")
+        return result
+    failures = []
+    for tool in ("memcheck", "racecheck"):
+        command = [sanitizer, "--tool", tool, "--error-exitcode", "99", sys.executable,
+                   str(harness.ROOT / "scripts" / "gpu_probes.py"), "races", "--small"]
+        started = time.perf_counter()
+        try:
+            child = subprocess.run(command, cwd=harness.ROOT, capture_output=True, text=True,
+                                   timeout=150)
+        except subprocess.TimeoutExpired:
+            result[tool] = {"exit_code": None, "summary": "timed out after 150 s"}
+            failures.append(f"{tool} timed out")
+            continue
+        output = child.stdout + child.stderr
+        summary = [line.strip() for line in output.splitlines() if "SUMMARY" in line]
+        result[tool] = {"exit_code": child.returncode, "summary": "; ".join(summary),
+                        "seconds": round(time.perf_counter() - started, 1)}
+        if child.returncode:
+            result[tool]["output_tail"] = output[-3000:]
+            failures.append(f"{tool}: exit {child.returncode} ({'; '.join(summary)})")
+    if failures:
+        raise StepFailed("races: " + "; ".join(failures), result)
+    return result
+
+
+def gpu_tests(simulate: bool, out: Path) -> dict:
     """pytest -m gpu over the files that hold GPU-marked tests (not the whole suite: the
     device image has no ray, and collecting its tests would fail)."""
     tests = (harness.ROOT / "tests").rglob("test_*.py")
@@ -157,9 +213,18 @@ def targets(report: dict, simulate: bool) -> list:
     return rows
 
 
-# ----------------------------------------------------------------------------- report
+# ----------------------------------------------------------------------------- stages
+# name: (function, estimated seconds on one H200, measured there; the budget reads these).
+STAGES = {"preflight": (preflight, 45),
+          "tests": (gpu_tests, 150),
+          "races": (race_check, 90),
+          "sampler": (sampler_bench, 150),
+          "modes": (mode_epochs, 200)}
+DEFAULT_BUDGET_S = 290.0          # the default run ends in under 5 minutes
+
+
 class StepFailed(Exception):
-    """A step ran but found a failure; `result` is what it measured."""
+    """A stage ran but found a failure; `result` is what it measured."""
 
     def __init__(self, message: str, result):
         super().__init__(message)
@@ -182,41 +247,86 @@ def run_step(report: dict, name: str, fn, *args) -> None:
           f"({entry['seconds']:.0f} s)", flush=True)
 
 
+def run_stages(report: dict, stages: list, budget_s: float, simulate: bool, out: Path,
+               started: float) -> None:
+    """Each chosen stage in order unless its estimate would overrun the budget; the report
+    is written after every stage."""
+    for name in STAGES:
+        fn, estimate = STAGES[name]
+        left = budget_s - (time.perf_counter() - started)
+        if name not in stages:
+            report[name] = {"ok": True, "skipped": "not chosen (--stages)"}
+        elif estimate > left and not simulate:
+            report[name] = {"ok": True, "skipped": f"budget: needs ~{estimate} s, "
+                                                   f"{max(left, 0):.0f} s of --budget-s left"}
+            print(f"== {name}: not started ({report[name]['skipped']})", flush=True)
+        elif not gpu_usable(report):
+            report[name] = {"ok": True, "skipped": "preflight found no usable GPU"}
+        else:
+            run_step(report, name, fn, simulate, out)
+        write_report(report, out, simulate, started)
+
+
+def gpu_usable(report: dict) -> bool:
+    """False once preflight could not launch a kernel: every later stage would fail on it."""
+    probes = (report.get("preflight") or {}).get("result") or {}
+    return probes.get("kernel_launch", {}).get("ok", True)
+
+
+def write_report(report: dict, out: Path, simulate: bool, started: float) -> str:
+    report["targets"] = targets(report, simulate)
+    report["total_s"] = time.perf_counter() - started
+    text = markdown(report)
+    harness.write_json(out / "gpu_check.json", report)
+    atomic_write_bytes(out / "gpu_check.md", text.encode())
+    return text
+
+
 def markdown(report: dict) -> str:
     machine = report["machine"]
     lines = [f"### GPU check: {machine['device']}",
              "",
              f"`{machine['command']}` on {machine['date']}; torch {machine['torch']}, "
              f"numba {machine['numba']}; {machine['cpus']} CPUs; total "
-             f"{report['total_s']:.0f} s.", ""]
-    lines += [f"1. GPU tests: {outcome(report['tests'], 'summary')}", "",
-              "2. Fused sample + gather (`scripts/bench_gpu_sampler.py`):", "",
-              outcome(report["sampler"], "table"), ""]
-    lines += ["3. One run per mode on the device:", "",
-              "| mode | model | dataset | epochs | s/epoch | test metric |",
-              "|---|---|---|---:|---:|---|"]
-    for name, run in (report["modes"].get("result") or {}).items():
-        if "error" in run:
-            lines.append(f"| {name} | | {run['dataset']} | | | FAILED: {run['error']} |")
-        else:
-            lines.append(f"| {name} | {run['arch']} | {run['dataset']} | {run['epochs']} | "
-                         f"{run['epoch_s']:.3f} | {run['metric']} {run['value']:.4f} |")
-    if not report["modes"].get("result"):
-        lines.append(outcome(report["modes"], ""))
-    lines += ["", "4. Targets:", "", "| target | measured | verdict |", "|---|---:|---|"]
+             f"{report['total_s']:.0f} s.", "",
+             "| stage | outcome | s |", "|---|---|---:|"]
+    for name in STAGES:
+        if name in report:
+            step = report[name]
+            lines.append(f"| {name} | {outcome(step)} | {step.get('seconds', '')} |")
+    if (preflight_step := report.get("preflight", {})).get("result"):
+        lines += ["", "Preflight:", ""]
+        for name, probe in preflight_step["result"].items():
+            shown = probe["result"] if probe["ok"] else "FAILED: " + probe["error"]
+            lines.append(f"- {name} ({probe['seconds']} s): {json.dumps(shown)}")
+    if (races := report.get("races", {})).get("result"):
+        lines += ["", "Races: " + json.dumps({k: v for k, v in races["result"].items()
+                                             if k != "output_tail"})]
+    if (sampler := report.get("sampler", {})).get("ok") and sampler.get("result"):
+        lines += ["", "Fused sample + gather (`scripts/bench_gpu_sampler.py`):", "",
+                  sampler["result"].get("table", "")]
+    if (modes := report.get("modes", {})).get("result"):
+        lines += ["", "One run per mode on the device:", "",
+                  "| mode | model | dataset | epochs | s/epoch | test metric |",
+                  "|---|---|---|---:|---:|---|"]
+        for name, run in modes["result"].items():
+            if "error" in run:
+                lines.append(f"| {name} | | {run['dataset']} | | | FAILED: {run['error']} |")
+            else:
+                lines.append(f"| {name} | {run['arch']} | {run['dataset']} | {run['epochs']} "
+                             f"| {run['epoch_s']:.3f} | {run['metric']} {run['value']:.4f} |")
+    lines += ["", "Targets:", "", "| target | measured | verdict |", "|---|---:|---|"]
     for t in report["targets"]:
         value = "" if t["value"] is None else f"{t['value']:.3g}"
         lines.append(f"| {t['target']} | {value} | {harness.verdict(t['met'])} |")
     return "\n".join(lines) + "\n"
 
 
-def outcome(step: dict, key: str) -> str:
-    """A step's `key` result, or why there is none."""
+def outcome(step: dict) -> str:
+    """ok, FAILED and why, or why the stage did not run."""
     if step.get("skipped"):
-        return "skipped (--skip)"
-    if not step["ok"]:
-        return f"FAILED: {step['error']}"
-    return str(step["result"].get(key, ""))
+        return "not run: " + step["skipped"]
+    return "ok" if step["ok"] else "FAILED: " + step["error"].replace("|", "/")[:300]
 
 
 def machine_info(simulate: bool) -> dict:
@@ -260,8 +370,12 @@ def main(argv=None) -> int:
                         help="where gpu_check.json / gpu_check.md (and the runs) go")
     parser.add_argument("--simulate", action="store_true",
                         help="numba's CUDA simulator and tiny sizes: checks this script")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["tests", "sampler", "modes"],
-                        help="steps to leave out")
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES),
+                        help="stages to run, in their fixed order (default: all)")
+    parser.add_argument("--budget-s", type=float, default=DEFAULT_BUDGET_S,
+                        help="start no stage whose estimate would end past this many "
+                             f"seconds (default {DEFAULT_BUDGET_S:.0f}; the simulator "
+                             "ignores it)")
     parser.add_argument("--cpu-baseline", action="store_true",
                         help="only the minibatch run, all on the CPU: the figure the GPU "
                              "epoch is compared with (CPU_MINIBATCH_EPOCH_S)")
@@ -272,27 +386,16 @@ def main(argv=None) -> int:
         print(json.dumps({**run, "threads": torch.get_num_threads(),
                           "load_avg": harness.load_average()}, indent=1))
         return 0
-    harness.require_gpu(args.simulate)
+    if args.simulate:
+        harness.require_gpu(True)       # starts again under the simulator
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    report = {"machine": machine_info(args.simulate)}
+    report = {"machine": machine_info(args.simulate), "budget_s": args.budget_s}
     print(f"gpu_check on {report['machine']['device']}", flush=True)
-    steps = {"tests": (gpu_tests, args.simulate),
-             "sampler": (sampler_bench, args.simulate, args.out),
-             "modes": (mode_epochs, args.simulate, args.out)}
-    for name, (fn, *step_args) in steps.items():
-        if name in args.skip:
-            report[name] = {"ok": True, "skipped": True, "result": {}}
-            continue
-        run_step(report, name, fn, *step_args)
-    report["targets"] = targets(report, args.simulate)
-    report["total_s"] = time.perf_counter() - started
-    text = markdown(report)
-    harness.write_json(args.out / "gpu_check.json", report)
-    atomic_write_bytes(args.out / "gpu_check.md", text.encode())
-    print(text)
+    run_stages(report, args.stages, args.budget_s, args.simulate, args.out, started)
+    print(write_report(report, args.out, args.simulate, started))
     print(f"wrote {args.out / 'gpu_check.json'} and {args.out / 'gpu_check.md'}")
-    return 0 if all(report[name]["ok"] for name in steps) else 1
+    return 0 if all(report[name]["ok"] for name in STAGES) else 1
 
 
 if __name__ == "__main__":
