@@ -128,7 +128,12 @@ def refine(indptr, indices, parts, num_parts, imbalance, seed) -> np.ndarray:
 
 def _run_metis(indptr, indices, vweights, num_parts, seed, imbalance, check_memory,
                eweights=None) -> np.ndarray:
-    import pymetis
+    try:
+        import pymetis
+    except ImportError as err:              # e.g. a GPU image without it
+        raise PartitionError("partition.method: metis needs the pymetis package, which is "
+                             "not installed here; pip install pymetis, or set "
+                             "partition.method: stream (needs nothing more)") from err
 
     need, have = METIS_BYTES_PER_EDGE * indices.size, available_memory_bytes()
     if check_memory and need > have:

@@ -5,6 +5,7 @@ Knows arrays, not trainers: depends on numpy/numba only, never on gnnsys or torc
 per-hop kernels (`count_hop`, `fill_hop`) and the global -> local id map (`NodeMap`) are
 public for samplers that expand hops differently (gnnsys.pyg's PyG-style frontier).
 """
+from samplers import _numpy_compat  # noqa: F401  (before numba.cuda compiles)
 # First: the kernel cache stamp must be in place before any kernel is decorated.
 from samplers.kernel_cache import SOURCES_DIGEST
 from samplers.fused_cpu import FusedSampler

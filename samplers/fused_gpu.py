@@ -36,7 +36,6 @@ import warnings
 
 import numpy as np
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
 
 from samplers import gpu_kernels as kernels
 from samplers._inputs import checked_csr, checked_fanouts, checked_row_of, checked_seeds
@@ -238,9 +237,6 @@ class GpuFusedSampler:
         started = time.perf_counter()
         try:
             with warnings.catch_warnings():
-                # Small launches (the one-block scan, tiny batches) are by design; numba
-                # would warn about GPU under-utilisation on every one of them.
-                warnings.simplefilter("ignore", NumbaPerformanceWarning)
                 if kernels.IN_SIMULATOR:
                     # The simulator runs the uint64 hash arithmetic on numpy scalars, which
                     # warn on the (intended, modulo 2**64) wrap-around.

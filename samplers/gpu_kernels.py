@@ -31,11 +31,20 @@ float64).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from numba import cuda
+from numba.core.errors import NumbaPerformanceWarning
 
 from samplers.rng import build_streams
 from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
+
+# Small grids are by design in gnnsys's kernels (a one-block scan, one message per peer,
+# a tiny batch): numba's occupancy hint would print on every such launch (it did, dozens
+# of times per run, on the first real GPU run). One filter for the process, set here since
+# every GPU module imports this one.
+warnings.filterwarnings("ignore", category=NumbaPerformanceWarning)
 
 IN_SIMULATOR = cuda.to_device.__module__.startswith("numba.cuda.simulator")
 

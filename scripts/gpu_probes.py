@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+import samplers  # noqa: F401  (numpy aliases numba.cuda needs)
 from numba import cuda          # after harness; the simulator is chosen before this import
 
 

@@ -37,7 +37,6 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 from numba import cuda
-from numba.core.errors import NumbaPerformanceWarning
 
 from samplers.gpu_kernels import ELEMENTWISE_THREADS, IN_SIMULATOR, mix64, thread_index
 from samplers.rng import GOLDEN
@@ -203,9 +202,7 @@ def _launch(kernel, items: int, stream, *args) -> None:
 
 @contextmanager
 def _quiet():
-    with warnings.catch_warnings():
-        # small launches are by design (one message per peer); numba warns on each
-        warnings.simplefilter("ignore", NumbaPerformanceWarning)
+    with warnings.catch_warnings():     # (numba's small-grid hint: samplers/gpu_kernels.py)
         if IN_SIMULATOR:
             # numpy scalars warn on the (intended, modulo 2**64) wrap of the noise hash
             warnings.filterwarnings("ignore", "overflow encountered", RuntimeWarning)

@@ -1,4 +1,6 @@
 """METIS, random and streaming partitioners: valid, balanced, and better cut than random."""
+import sys
+
 import numpy as np
 import pytest
 
@@ -22,6 +24,16 @@ def test_parts_are_valid_and_balanced(graph, method):
     assert sum(q["nodes"]) == graph.num_nodes
     assert sum(q["train_nodes"]) == len(graph.train_idx)
     assert q["train_balance"] <= 1.15 and q["node_balance"] <= 1.15
+
+
+def test_metis_without_pymetis_says_what_to_do(graph, monkeypatch):
+    """The GPU machine's image has no pymetis: one line naming the package and the
+    partitioner that needs nothing more, not a ModuleNotFoundError traceback."""
+    from partition.format import PartitionError
+    monkeypatch.setitem(sys.modules, "pymetis", None)     # `import pymetis` now fails
+    with pytest.raises(PartitionError, match="pip install pymetis.*partition.method: stream"):
+        assign_parts(graph, "metis", 3, seed=0)
+    assert assign_parts(graph, "stream", 3, seed=0).shape == (graph.num_nodes,)
 
 
 def test_metis_and_stream_cut_fewer_edges_than_random(graph):

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnsys.distributed import WorkerContext
+from gnnsys.distributed import Communicator, WorkerContext
 from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.exchange import MemoryExchange
 from gnnsys.temporal.memory import MemoryStore, RowLayout
