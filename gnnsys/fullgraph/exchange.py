@@ -259,8 +259,8 @@ class PendingExchange:
                     continue
                 if self.quantized:
                     ex._decode(block, self.key, peer, rows, out, accumulate)
-                else:
-                    _put(out, ex._tensor(rows), block, accumulate)
+                else:       # the communicator's device (gloo: the CPU) to the model's
+                    _put(out, ex._tensor(rows), block.to(out.device), accumulate)
         return out
 
 
