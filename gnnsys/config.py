@@ -351,6 +351,16 @@ def validate(cfg: Config) -> Config:
                               f"cluster on this machine ({os.cpu_count()} cores) runs one "
                               f"process per worker (~250 MB each); use at most {most}, "
                               "cluster.launcher: threads, or a real cluster (cluster.address)")
+    if cfg.mode == "fullgraph" and c.launcher == "threads" and c.workers > 1 \
+            and cfg.train.device != "cpu":
+        import torch
+        if cfg.train.device == "cuda" or torch.cuda.is_available():
+            # Found on an H200: torch runs the backward passes of every thread's model on
+            # one CUDA thread per device, and the first worker there to wait for its
+            # peers' boundary gradients blocks the others for good.
+            raise ConfigError("full-graph mode with cluster.workers > 1 on a GPU needs a "
+                              "process per worker: set cluster.launcher: ray (or "
+                              "train.device: cpu for the threads launcher)")
     if cfg.cluster.workers == 1:               # it runs here: know it now
         import numba
         if (s.threads or 0) > numba.config.NUMBA_NUM_THREADS:

@@ -127,6 +127,9 @@ def race_check(simulate: bool, out: Path) -> dict:
     return result
 
 
+TESTS_TIMEOUT_S = 150        # they took 47-55 s on an H200
+
+
 def gpu_tests(simulate: bool, out: Path) -> dict:
     """pytest -m gpu over the files that hold GPU-marked tests (not the whole suite: the
     device image has no ray, and collecting its tests would fail). The whole output goes
@@ -134,9 +137,19 @@ def gpu_tests(simulate: bool, out: Path) -> dict:
     tests = (harness.ROOT / "tests").rglob("test_*.py")
     files = sorted(str(p.relative_to(harness.ROOT)) for p in tests if "mark.gpu" in p.read_text())
     # no warnings summary: numba's occupancy hints once buried the failures' tracebacks
+    # faulthandler: a test hung past 60 s prints every thread's stack (one did, on an H200:
+    # worker threads deadlocked in a CUDA backward pass)
     command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider",
-               "-p", "no:warnings", "--tb=short", *files]
-    child = subprocess.run(command, cwd=harness.ROOT, capture_output=True, text=True, timeout=240)
+               "-p", "no:warnings", "--tb=short", "-o", "faulthandler_timeout=60", *files]
+    try:
+        child = subprocess.run(command, cwd=harness.ROOT, capture_output=True, text=True,
+                               timeout=TESTS_TIMEOUT_S)
+    except subprocess.TimeoutExpired as err:
+        output = "".join(part.decode(errors="replace") if isinstance(part, bytes) else part
+                         for part in (err.stdout or "", err.stderr or ""))
+        atomic_write_bytes(out / "pytest.txt", output.encode())
+        raise StepFailed(f"GPU tests: still running after {TESTS_TIMEOUT_S} s (a hang? "
+                         "pytest.txt has the stacks)", {"output_tail": output[-6000:]})
     output = child.stdout + child.stderr
     atomic_write_bytes(out / "pytest.txt", output.encode())
     summary = child.stdout.strip().splitlines()[-1] if child.stdout.strip() else ""

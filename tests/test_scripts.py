@@ -95,13 +95,20 @@ def run(capsys):
     return run
 
 
+BLOCKED_PATH = os.pathsep.join(filter(None, [str(REPO / "tests" / "blocked_imports"),
+                                             os.environ.get("PYTHONPATH")]))
+
+
 # Scripts whose runs are child processes anyway (`gnnsys train` per run), and gpu_check
 # (numba's CUDA simulator must be on before numba.cuda is imported): each runs as
 # `python scripts/<name>.py ARGS` in a directory of its own, all started before this
 # module's first test so that they run beside the tests here (each is 10-40 s of mostly
 # imports in its children). {out}: that directory.
 CHILDREN = {
-    "gpu_check": (["--simulate", "--out", "{out}"], {"NUMBA_ENABLE_CUDASIM": "1"}),
+    # the GPU machine's situation as far as a CPU machine can build it: numba's CUDA
+    # simulator, and no ray or pymetis (importing them fails)
+    "gpu_check": (["--simulate", "--out", "{out}"], {"NUMBA_ENABLE_CUDASIM": "1",
+                                                     "PYTHONPATH": BLOCKED_PATH}),
     "bench_allocator": (["--configs", "configs/quickstart.yaml", "--policies", "keep",
                          "--epochs", "2", "--threads", "1", *sets(*MINIBATCH)], {}),
     "bench_distributed": (["--datasets", "synthetic-small", "--seeds", "0", "--epochs", "2",
@@ -458,8 +465,16 @@ def test_gpu_check(gpu_check):
     target claims a verdict: simulated times say nothing about a GPU."""
     report = gpu_check.report
     assert report["machine"]["simulated"] is True
-    for step in ("tests", "sampler", "modes"):
-        assert report[step]["ok"], f"{step}: {report[step].get('error')}"
+    for step in ("preflight", "tests", "races", "sampler", "modes"):
+        assert report[step]["ok"] and not report[step].get("skipped"), \
+            f"{step}: {report[step].get('error') or report[step].get('skipped')}"
+    assert all(probe["ok"] for probe in report["preflight"]["result"].values())
+    assert report["races"]["result"]["compare"]["equal"] is True
+    # ... with ray and pymetis unimportable, as on the GPU machine
+    for blocked in ("ray", "pymetis"):
+        child = subprocess.run([sys.executable, "-c", f"import {blocked}"], capture_output=True,
+                               text=True, env={**os.environ, "PYTHONPATH": BLOCKED_PATH})
+        assert child.returncode and "blocked" in child.stderr, blocked
     # the GPU-marked tests were found (and skip without a real GPU)
     assert report["tests"]["result"]["counts"].get("skipped", 0) > 0
     assert "tests/samplers/test_fused_gpu.py" in report["tests"]["result"]["files"]
@@ -472,6 +487,20 @@ def test_gpu_check(gpu_check):
                 if line.endswith("| not yet measured on hardware |")]
     assert len(verdicts) == len(report["targets"])
     assert "| minibatch | sage |" in gpu_check.text
+
+
+def test_gpu_probes():
+    """Its own command (what compute-sanitizer runs on the device) in the simulator, with
+    ray and pymetis blocked: one JSON line, every probe ok, and what the simulator cannot
+    check said so."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": BLOCKED_PATH}
+    for probe in ("preflight", "races"):
+        child = subprocess.run([sys.executable, str(SCRIPTS / "gpu_probes.py"), probe, "--small"],
+                               capture_output=True, text=True, env=env, timeout=300)
+        assert child.returncode == 0, child.stdout[-2000:] + child.stderr[-2000:]
+        results = json.loads(child.stdout.strip().splitlines()[-1])
+        assert all(r["ok"] for r in results.values()), results
+    assert results["races"]["result"]["equal"] is True
 
 
 def test_bench_gpu_sampler(gpu_check):
