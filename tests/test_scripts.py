@@ -265,6 +265,28 @@ def test_bench_fullgraph(run, tmp_path):
     assert "(the slowest rank's)" in out
 
 
+def test_bench_epoch(run, tmp_path):
+    """Both dropouts step the real loop's batches; every phase of every counted step is
+    timed, the layers' FLOPs counted, and the model's dropout is left as it was."""
+    from gnnsys.models import block_gnn
+    from gnnsys.models.dropout import dropout
+    out = run("bench_epoch", "--config", "configs/quickstart.yaml", "--steps", "2",
+              "--warmup", "1", "--json", tmp_path / "e.json",
+              *sets(*MINIBATCH, f"run.dir={tmp_path / 'run'}"))
+    saved = json.loads((tmp_path / "e.json").read_text())
+    assert set(saved["results"]) == {"torch", "hashed"}
+    for steps in saved["results"].values():
+        assert len(steps) == 2
+        for step in steps:
+            assert len(step["forward"]) == len(step["backward"]) == 2
+            assert all(t > 0 for t in step["forward"] + step["backward"])
+            assert sum(step["forward"]) + sum(step["backward"]) < step["step"]
+    assert len(saved["flops"]) == 2 and all(f > 0 for f in saved["flops"])
+    [torch_row] = rows(out, "torch")
+    assert torch_row[-1] == "1.00x"
+    assert block_gnn.dropout is dropout
+
+
 def test_bench_predict(run, tmp_path, monkeypatch):
     out = run("bench_predict", "--config", "configs/quickstart.yaml", "--launchers", "threads",
               "--repeats", "2", "--json", tmp_path / "p.json", *sets(*MINIBATCH))

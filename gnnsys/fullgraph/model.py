@@ -21,6 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..models.dropout import dropout
 from ..models.norm import NORM_LAYERS
 from .exchange import AggregationStep, HaloExchanger, halo_aggregate
 
@@ -58,6 +59,6 @@ class FullGraphGNN(nn.Module):
                 out = out + self.root[layer](h)
             if layer < self.num_layers - 1:
                 out = torch.relu(self.norms[layer](out))
-                out = nn.functional.dropout(out, self.dropout, self.training)
+                out = dropout(out, self.dropout, self.training)
             h = out
         return h

@@ -24,6 +24,7 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from ..sparse_features import first_rows, is_sparse, row_tensor
+from .dropout import dropout
 from .norm import NORM_LAYERS
 
 ARCHS = ("sage", "gcn", "gat")
@@ -96,7 +97,7 @@ class BlockGNN(nn.Module):
         hidden->hidden layer adds its targets' input rows (the first num_dst sources)."""
         if i < len(self.convs) - 1:
             out = F.relu(self.norms[i](out))
-            out = F.dropout(out, p=self.dropout, training=self.training)
+            out = dropout(out, self.dropout, self.training)
             if self.residual and i > 0:
                 out = out + x_src[:out.shape[0]]
         return out
