@@ -1,15 +1,18 @@
 """Where a minibatch training step's time goes: batch wait, forward and backward per layer,
-optimizer, with each layer's FLOPs; torch's dropout against gnnsys's hashed one (issue 34).
+optimizer, with each layer's FLOPs; gnnsys's step against the one it replaced (issue 34).
 
 The real training loop is built (`harness.on_loop`, as `gnnsys train` builds it) and its
 own batches are stepped: zero_grad, backward, Adam. Forward time is measured per
 `BlockGNN.layer` call (aggregation, linear maps, activation and dropout), backward per
 layer from the moment the gradient reaches a layer's output to the moment it reaches its
-input's layer. Steps alternate between the dropouts (`--dropouts`), so machine noise hits
-both; a step's first `--warmup` batches are not counted.
+input's layer. Steps alternate between the variants (`--variants`), so machine noise hits
+all alike; the first `--warmup` steps are not counted. Variants, each change on its own:
+  pyg+torch-dropout:  PyG's SAGEConv message passing and torch's dropout (before issue 34);
+  pyg+hashed-dropout: the same with gnnsys's hashed dropout (gnnsys/models/dropout.py);
+  gnnsys:             hashed dropout and the SAGE mean as one CSR product (as shipped).
 
     python scripts/bench_epoch.py                                   # synthetic-products
-    python scripts/bench_epoch.py --dropouts hashed                 # one side alone
+    python scripts/bench_epoch.py --variants gnnsys                 # one side alone
     python scripts/bench_epoch.py --config configs/quickstart.yaml --steps 6
 """
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
@@ -23,8 +26,16 @@ from gnnsys.config import load_config
 from gnnsys.models import block_gnn
 from gnnsys.models.dropout import dropout as hashed_dropout
 
-DROPOUTS = {"torch": lambda x, p, training: F.dropout(x, p=p, training=training),
-            "hashed": hashed_dropout}
+def _pyg_sage(conv, x, edge_index, num_dst):
+    return conv((x, x[:num_dst]), edge_index)
+
+
+_torch_dropout = lambda x, p, training: F.dropout(x, p=p, training=training)   # noqa: E731
+# name: (dropout, SAGE mean aggregation) patched into gnnsys.models.block_gnn
+SHIPPED = (hashed_dropout, block_gnn._sage_mean_csr)
+VARIANTS = {"pyg+torch-dropout": (_torch_dropout, _pyg_sage),
+            "pyg+hashed-dropout": (hashed_dropout, _pyg_sage),
+            "gnnsys": SHIPPED}
 DEFAULT_SETS = ["mode=minibatch", "dataset.name=synthetic-products", "model.arch=sage", "model.hidden=256",
                 "model.layers=3", "model.dropout=0.5", "sampler.fanouts=[15,10,5]",
                 "sampler.batch_size=1024", "train.lr=0.003", "train.progress=false",
@@ -51,8 +62,8 @@ def every_batch(mode):
         epoch += 1
 
 
-def profile(loop, steps: int, warmup: int, dropouts: list) -> dict:
-    """{dropout: [per-step dict of seconds]} over `steps` counted steps each."""
+def profile(loop, steps: int, warmup: int, variants: list) -> dict:
+    """{variant: [per-step dict of seconds]} over `steps` counted steps each."""
     model, mode, optimizer = loop.model, loop.mode, loop.optimizer
     forward, grad_seen = [], []
     plain_layer = model.layer
@@ -66,12 +77,12 @@ def profile(loop, steps: int, warmup: int, dropouts: list) -> dict:
         return out
 
     model.layer = timed_layer
-    results = {name: [] for name in dropouts}
+    results = {name: [] for name in variants}
     batches = every_batch(mode)
     model.train()
-    for step in range(warmup + steps * len(dropouts)):
-        name = dropouts[step % len(dropouts)]
-        block_gnn.dropout = DROPOUTS[name]
+    for step in range(warmup + steps * len(variants)):
+        name = variants[step % len(variants)]
+        block_gnn.dropout, block_gnn._sage_mean_csr = VARIANTS[name]
         forward.clear()
         grad_seen.clear()
         wait_before = mode.wait_s
@@ -99,19 +110,19 @@ def profile(loop, steps: int, warmup: int, dropouts: list) -> dict:
                               - (mode.wait_s - wait_before),
                               "backward": backward, "optimizer": end - backward_end,
                               "step": end - start})
-    block_gnn.dropout = hashed_dropout
+    block_gnn.dropout, block_gnn._sage_mean_csr = SHIPPED
     model.layer = plain_layer
     return results
 
 
 def table(results: dict, flops: list) -> str:
     layers = len(flops)
-    header = ["dropout", "step s (median)", "range", "batch wait",
+    header = ["variant", "step s (median)", "range", "batch wait",
               *[f"fwd L{i + 1}" for i in range(layers)],
-              *[f"bwd L{i + 1}" for i in range(layers)], "optimizer", "vs torch"]
+              *[f"bwd L{i + 1}" for i in range(layers)], "optimizer", "speed vs first"]
     medians = {name: float(np.median([s["step"] for s in steps]))
                for name, steps in results.items()}
-    rows = []
+    rows, first = [], next(iter(results))
     for name, steps in results.items():
         med = lambda key, i=None: float(np.median([s[key] if i is None else s[key][i]
                                                    for s in steps]))
@@ -121,7 +132,7 @@ def table(results: dict, flops: list) -> str:
                      *[f"{med('forward', i):.3f}" for i in range(layers)],
                      *[f"{med('backward', i):.3f}" for i in range(layers)],
                      f"{med('optimizer'):.3f}",
-                     f"{medians.get('torch', medians[name]) / medians[name]:.2f}x"])
+                     f"{medians[first] / medians[name]:.2f}x"])
     flop_line = "forward GFLOP per layer: " + ", ".join(f"L{i + 1} {f / 1e9:.2f}"
                                                         for i, f in enumerate(flops))
     return harness.markdown(header, rows, align="l" + "r" * (len(header) - 1)) + "\n" + flop_line
@@ -129,9 +140,9 @@ def table(results: dict, flops: list) -> str:
 
 def main(argv=None):
     parser = harness.parser(__doc__, config=True, set=True, threads=2, json=True)
-    parser.add_argument("--steps", type=int, default=8, help="counted steps per dropout")
+    parser.add_argument("--steps", type=int, default=8, help="counted steps per variant")
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--dropouts", nargs="+", default=list(DROPOUTS), choices=list(DROPOUTS))
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args(argv)
     overrides = ([] if args.config else DEFAULT_SETS) + args.set + [
         "train.progress=false", "run.checkpoint_every=0", f"sampler.threads={args.threads}"]
@@ -139,7 +150,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
 
     def work(loop):
-        results = profile(loop, args.steps, args.warmup, args.dropouts)
+        results = profile(loop, args.steps, args.warmup, args.variants)
         batch = next(iter(loop.mode.data.loader.epoch(1)))
         return results, layer_flops(loop.model, batch.blocks, loop.mode.data.in_dim)
 

@@ -266,15 +266,16 @@ def test_bench_fullgraph(run, tmp_path):
 
 
 def test_bench_epoch(run, tmp_path):
-    """Both dropouts step the real loop's batches; every phase of every counted step is
-    timed, the layers' FLOPs counted, and the model's dropout is left as it was."""
+    """Every variant steps the real loop's batches; every phase of every counted step is
+    timed, the layers' FLOPs counted, and the model is left as shipped."""
     from gnnsys.models import block_gnn
     from gnnsys.models.dropout import dropout
+    shipped_mean = block_gnn._sage_mean_csr
     out = run("bench_epoch", "--config", "configs/quickstart.yaml", "--steps", "2",
               "--warmup", "1", "--json", tmp_path / "e.json",
               *sets(*MINIBATCH, f"run.dir={tmp_path / 'run'}"))
     saved = json.loads((tmp_path / "e.json").read_text())
-    assert set(saved["results"]) == {"torch", "hashed"}
+    assert list(saved["results"]) == ["pyg+torch-dropout", "pyg+hashed-dropout", "gnnsys"]
     for steps in saved["results"].values():
         assert len(steps) == 2
         for step in steps:
@@ -282,9 +283,9 @@ def test_bench_epoch(run, tmp_path):
             assert all(t > 0 for t in step["forward"] + step["backward"])
             assert sum(step["forward"]) + sum(step["backward"]) < step["step"]
     assert len(saved["flops"]) == 2 and all(f > 0 for f in saved["flops"])
-    [torch_row] = rows(out, "torch")
-    assert torch_row[-1] == "1.00x"
-    assert block_gnn.dropout is dropout
+    [first] = rows(out, "pyg+torch-dropout")
+    assert first[-1] == "1.00x"
+    assert block_gnn.dropout is dropout and block_gnn._sage_mean_csr is shipped_mean
 
 
 def test_bench_predict(run, tmp_path, monkeypatch):

@@ -107,3 +107,22 @@ def test_residual_adds_the_hidden_input_in_both_forward_paths():
     plain = BlockGNN("sage", g.num_features, 16, g.num_classes, layers=3, dropout=0.0)
     plain.load_state_dict(model.state_dict())
     assert not torch.allclose(plain.eval().inference(g), ref, atol=1e-3)   # it does add
+
+
+def test_sage_mean_as_csr_equals_pygs_message_passing():
+    """The CSR mean (edges in any order, repeated edges, a target without neighbours)
+    equals PyG's SAGEConv, forward and gradient."""
+    from torch_geometric.nn import SAGEConv
+    from gnnsys.models.block_gnn import _sage_mean_csr
+    torch.manual_seed(0)
+    conv = SAGEConv(6, 5)
+    src = torch.tensor([3, 1, 4, 4, 0, 6, 2, 5, 1])
+    dst = torch.tensor([1, 0, 2, 2, 0, 1, 3, 2, 0])          # target 4: no neighbours
+    edge_index = torch.stack([src, dst])
+    x = torch.randn(7, 6, requires_grad=True)
+    got = _sage_mean_csr(conv, x, edge_index, 5)
+    (grad_got,) = torch.autograd.grad(got.square().sum(), x)
+    want = conv((x, x[:5]), edge_index)
+    (grad_want,) = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(grad_got, grad_want)
