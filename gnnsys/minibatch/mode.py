@@ -28,7 +28,7 @@ from ..mode import NodeClassificationMode
 from ..models import build_model
 from ..models.block_gnn import ARCHS
 from ..runlog import progress
-from ..sparse_features import feature_bytes
+from ..sparse_features import feature_bytes, is_sparse
 from .inference import HaloGraph, halo_inference
 from .loader import NodeLoader, fused_sampler, store_sampler
 
@@ -92,7 +92,9 @@ class MinibatchMode(NodeClassificationMode):
         """Once, on the first batch: every layer's output rows and its messages, one per
         sampled edge (PyG's convs over edge_index gather them: SAGE as wide as the layer's
         input, GCN and GAT, which project first, as its output; SAGE's first layer may
-        project first too, so the narrower of the two there)."""
+        project first too, so the narrower of the two there). Where the model averages
+        with a CSR product instead (`BlockGNN.mean_as_csr`) there are no messages, but the
+        averaged rows and both linear maps' outputs exist beside their sum."""
         from ..step_memory import check_step_fits
         m = self.config.model
         widths = [self.data.in_dim] + [m.hidden] * (len(batch.blocks) - 1) + \
@@ -100,6 +102,9 @@ class MinibatchMode(NodeClassificationMode):
         elements = 0
         for i, block in enumerate(batch.blocks):
             wide_in, wide_out = widths[i], widths[i + 1]
+            if self.model.mean_as_csr(i == 0 and is_sparse(batch.x), batch.x.device):
+                elements += block.num_dst * (wide_in + 3 * wide_out)
+                continue
             message = wide_in if m.arch == "sage" and i > 0 else min(wide_in, wide_out)
             elements += block.num_dst * wide_out + block.edge_index.shape[1] * message
         edges = sum(block.edge_index.shape[1] for block in batch.blocks)

@@ -90,12 +90,17 @@ class BlockGNN(nn.Module):
             out = conv(x, edge_index, weight)[:num_dst]
         elif self.arch == "sage" and is_sparse(x):
             out = _sage_projecting_first(conv, x, edge_index, num_dst)
-        elif self.arch == "sage" and x.device.type == "cpu":
-            # (on a GPU PyG's message passing stays: the CSR path is not yet measured there)
+        elif self.mean_as_csr(is_sparse(x), x.device):
             out = _sage_mean_csr(conv, x, edge_index, num_dst)
         else:
             out = conv((x, first_rows(x, num_dst)), edge_index)
         return self._activate(i, out, x)
+
+    def mean_as_csr(self, sparse_input: bool, device: torch.device) -> bool:
+        """Whether a layer averages its sources with one CSR product (no per-edge messages):
+        SAGE on dense rows on the CPU. On a GPU PyG's message passing stays (the CSR path
+        is not yet measured there)."""
+        return self.arch == "sage" and not sparse_input and device.type == "cpu"
 
     def _activate(self, i: int, out: torch.Tensor, x_src: torch.Tensor) -> torch.Tensor:
         """Norm, ReLU and dropout after every layer but the last; with model.residual a

@@ -68,7 +68,7 @@ class _HashDropout(torch.autograd.Function):
         _dropout_forward(flat.numpy(), out.numpy(), keep.numpy(), np.uint64(seed),
                          threshold_of(p), scale)
         ctx.save_for_backward(keep)
-        ctx.scale, ctx.shape = scale, x.shape
+        ctx.scale = scale
         return out.view(x.shape)
 
     @staticmethod
@@ -77,7 +77,7 @@ class _HashDropout(torch.autograd.Function):
         flat = grad.contiguous().view(-1)
         out = torch.empty_like(flat)
         _dropout_backward(flat.numpy(), keep.numpy(), out.numpy(), ctx.scale)
-        return out.view(ctx.shape), None, None
+        return out.view(grad.shape), None, None
 
 
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
