@@ -93,6 +93,7 @@ class TrainConfig:
     patience: int = setting(0, ">= 0")   # stop after this many epochs without a better
                                          # validation metric (0 = run every epoch)
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
+    precision: str = "fp32"              # fp32 | bf16: bf16 autocast of the training steps (gnnsys/precision.py)
     compile: bool = False                # torch.compile the model's parts (temporal mode)
     progress: bool = setting(True, resumable=True)  # per-epoch progress bars
 
@@ -211,6 +212,7 @@ def _choices() -> dict:
     from partition import build, temporal as ownership
     from samplers import fused_gpu, temporal as neighbours
 
+    from . import precision
     from .datasets import for_run
     from .distributed import comm, launcher
     from .fullgraph import assign, quantize
@@ -219,6 +221,7 @@ def _choices() -> dict:
     from .temporal import exchange
     return {"model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
+            "train.precision": precision.PRECISIONS,
             "dataset.normalize_features": for_run.NORMALIZATIONS,
             "dataset.feature_dtype": for_run.FEATURE_DTYPES,
             "cluster.backend": comm.BACKENDS, "cluster.launcher": launcher.LAUNCHERS,

@@ -31,7 +31,7 @@ import time
 import numpy as np
 import torch
 
-from . import allocator
+from . import allocator, precision
 from .config import resumable
 from .datasets.registry import dataset_files
 from .distributed import launch
@@ -137,6 +137,11 @@ class TrainingLoop:
             if ctx.is_main and config.train.progress:
                 print("train.compile: the first epoch compiles the model (~20-40 s on 2 "
                       "cores; cached on disk for later runs)", flush=True)
+        if (config.train.precision == "bf16" and ctx.is_main
+                and not precision.native_bf16(ctx.device)):
+            print(f"train.precision: bf16 on {ctx.device.type}, which has no bf16 "
+                  "arithmetic in hardware: torch emulates it, usually slower than fp32 "
+                  "(see gnnsys/precision.py)", file=sys.stderr, flush=True)
         # fused: one kernel for all parameters (the per-tensor loop cost ~3 ms a step)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.train.lr,
                                           weight_decay=config.train.weight_decay, fused=True)
@@ -240,7 +245,8 @@ class TrainingLoop:
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
                        enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
-        with intra_op_threads(self.training_threads()):
+        with intra_op_threads(self.training_threads()), \
+                precision.step_precision(self.config.train.precision, self.ctx.device):
             for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
                 if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
                     print(f"cluster.fail_at: worker {self.ctx.rank} exits in epoch "

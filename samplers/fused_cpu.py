@@ -61,6 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
+from samplers._aggregate import mean_rows
 from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blocks,
                               gather_rows)
 from samplers._gather_csr import gather_csr_rows
@@ -119,6 +120,10 @@ class FusedSampler:
     num_buffers: size of the ring of reusable feature buffers (see module docstring).
     overlap_gather: gather known rows beside the serial relabel (see module docstring);
     off only to time the phases one after another.
+    aggregate: None, or "mean": the last hop's picks are averaged per target straight
+    from `features` into `x_agg` (samplers/_aggregate.py) instead of being relabelled
+    and gathered; n_id and x then stop at the last hop's targets (samplers/types.py).
+    Dense float32 features with every row local (no row_of) only.
     After each call, `last_timings` holds seconds per phase (sample, relabel, gather,
     total) and `last_rows_gathered_beside_relabel` the rows gathered during relabels.
 
@@ -130,7 +135,7 @@ class FusedSampler:
 
     def __init__(self, indptr, indices, fanouts, features=None, row_of=None,
                  num_threads: int | None = None, num_buffers: int = 4,
-                 overlap_gather: bool = True):
+                 overlap_gather: bool = True, aggregate: str | None = None):
         self.indptr, self.indices = checked_csr(indptr, indices, "FusedSampler")
         self.num_nodes = self.indptr.size - 1
         self.fanouts = checked_fanouts(fanouts, "FusedSampler")
@@ -139,6 +144,13 @@ class FusedSampler:
         self._feature_bytes = (None if self.features is None or self.sparse
                                else as_bytes(self.features))
         self._row_map = NO_ROW_MAP if self.row_of is None else self.row_of
+        if aggregate not in (None, "mean"):
+            raise ValueError(f"FusedSampler: aggregate must be None or 'mean', got {aggregate!r}")
+        if aggregate and (self._feature_bytes is None or self.features.dtype != np.float32
+                          or self.row_of is not None):
+            raise ValueError("FusedSampler: aggregate='mean' needs dense float32 features with "
+                             "every row local (no row_of): it reads the last hop's rows directly")
+        self.aggregate = aggregate
 
         max_threads = numba.config.NUMBA_NUM_THREADS
         self.num_threads = int(num_threads or numba.get_num_threads())
@@ -158,6 +170,7 @@ class FusedSampler:
         self._candidates = self._codes = None
         self._is_missing = NO_MISSING_FLAGS
         self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
+        self._agg_ring: list[np.ndarray | None] = [None] * self.num_buffers
         self._calls = 0
         self.last_timings: dict[str, float] = {}
         self.last_rows_gathered_beside_relabel = 0
@@ -221,6 +234,12 @@ class FusedSampler:
                      self.num_threads)
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
+            if self.aggregate and hop == len(self.fanouts) - 1:
+                # averaged in _finish_gather from the picks' global ids: no relabel
+                hop_sizes.append(num_known)
+                block_indptrs.append(block_indptr)
+                block_indices.append(self._candidates[:num_picks].copy())
+                break
 
             self._n_id = _grown(self._n_id, num_known + num_picks, np.int64, keep=num_known)
             local_ids = np.empty(num_picks, dtype=np.int32)
@@ -234,13 +253,20 @@ class FusedSampler:
         gather_start = clock()
         self.last_rows_gathered_beside_relabel = gathered
         x, missing = self._finish_gather(gathered, num_known)
+        x_agg = None
+        if self.aggregate:
+            picks = block_indices[-1]
+            x_agg = self._ring_buffer(num_known, ring=self._agg_ring, dtype=np.float32)
+            mean_rows(np.asarray(self.features), picks, block_indptrs[-1], num_known, x_agg,
+                      self.num_threads)
         n_id = self._n_id[:num_known].copy()
         finished = clock()
         spent["gather"] = finished - gather_start
         spent["total"] = finished - started
         self.last_timings = spent
         return SampledSubgraph(n_id=n_id, hop_sizes=hop_sizes, block_indptr=block_indptrs,
-                               block_indices=block_indices, x=x, missing=missing)
+                               block_indices=block_indices, x=x, missing=missing,
+                               x_agg=x_agg)
 
     def _relabel(self, num_picks: int, num_known: int, local_ids: np.ndarray, gathered: int):
         """Relabel this hop's picks; returns (new nodes, rows of x gathered so far)."""
@@ -292,18 +318,20 @@ class FusedSampler:
                    else np.flatnonzero(self._is_missing[:num_rows]).astype(np.int64))
         return x, missing
 
-    def _ring_buffer(self, num_rows: int, keep: int = 0) -> np.ndarray:
-        """View [:num_rows] of this call's buffer, grown geometrically when too small
-        (first `keep` rows carried over). New buffers are written once up front so
-        their page faults stay out of later batches."""
+    def _ring_buffer(self, num_rows: int, keep: int = 0, ring: list | None = None,
+                     dtype=None) -> np.ndarray:
+        """View [:num_rows] of this call's buffer of `ring` (default: x's), grown
+        geometrically when too small (first `keep` rows carried over). New buffers are
+        written once up front so their page faults stay out of later batches."""
+        ring = self._x_ring if ring is None else ring
         slot = self._calls % self.num_buffers
-        buffer = self._x_ring[slot]
+        buffer = ring[slot]
         if buffer is None or buffer.shape[0] < num_rows:
             old_rows = 0 if buffer is None else buffer.shape[0]
             rows = max(num_rows + num_rows // 4, 2 * old_rows, 16)
-            bigger = np.empty((rows, self.features.shape[1]), dtype=self.features.dtype)
+            bigger = np.empty((rows, self.features.shape[1]), dtype=dtype or self.features.dtype)
             bigger.fill(0)
             if keep:
                 bigger[:keep] = buffer[:keep]
-            self._x_ring[slot] = buffer = bigger
+            ring[slot] = buffer = bigger
         return buffer[:num_rows]

@@ -63,16 +63,22 @@ def resolve_device(device: str) -> str:
 
 
 def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=None,
-                 num_threads: int | None = None, **gpu_options):
+                 num_threads: int | None = None, aggregate: str | None = None,
+                 **gpu_options):
     """The sampler for `sampler.device`: 'cpu' -> FusedSampler, 'cuda' -> GpuFusedSampler,
     'auto' -> the GPU one when a CUDA GPU is present, else the CPU one. `gpu_options`
-    (budgets, hotness, adjacency_device_bytes, peer_devices, ...) go to the GPU one."""
+    (budgets, hotness, adjacency_device_bytes, peer_devices, ...) go to the GPU one;
+    `aggregate` (the first layer's mean in the kernel) to the CPU one only."""
     device = resolve_device(device)
     if device == "cpu":
         from samplers.fused_cpu import FusedSampler
         return FusedSampler(indptr, indices, fanouts, features=features, row_of=row_of,
                             num_threads=num_threads,
-                            num_buffers=gpu_options.get("num_buffers", 4))
+                            num_buffers=gpu_options.get("num_buffers", 4),
+                            aggregate=aggregate)
+    if aggregate:
+        raise ValueError("the GPU sampler does not average the first layer's sources "
+                         "(aggregate='mean' is the CPU kernel's)")
     if device == "cuda":
         if not cuda.is_available():
             raise RuntimeError("sampler.device is 'cuda' but numba finds no CUDA GPU "

@@ -7,39 +7,75 @@ own batches are stepped: zero_grad, backward, Adam. Forward time is measured per
 layer from the moment the gradient reaches a layer's output to the moment it reaches its
 input's layer. Steps alternate between the variants (`--variants`), so machine noise hits
 all alike; the first `--warmup` steps are not counted. Variants, each change on its own:
-  pyg+torch-dropout:  PyG's SAGEConv message passing and torch's dropout (before issue 34);
+  pyg+torch-dropout:  PyG's SAGEConv message passing, torch's ReLU and dropout (before
+                      issue 34);
   pyg+hashed-dropout: the same with gnnsys's hashed dropout (gnnsys/models/dropout.py);
-  gnnsys:             hashed dropout and the SAGE mean as one CSR product (as shipped).
+  csr+hashed-dropout: and the SAGE mean as one CSR product;
+  fused-relu-dropout: and ReLU and dropout in one pass;
+  gnnsys:             and the first layer's mean averaged by the sampler (as shipped).
+Variants before the last take their batches from a second sampler that gathers every
+first-layer source row, as the one before issue 34 did.
+
+With `--peer dgl` it times whole epochs instead: `gnnsys train` and DGL 2.1's own loop
+(scripts/dgl_epoch.py, run by the DGL environment's python that
+scripts/setup_dgl_baseline.sh makes) on the very same graph arrays and settings, each run
+a process of its own, the two sides alternating run by run (`--rounds`), with both sides'
+test accuracy after the same epochs and their peak memory.
 
     python scripts/bench_epoch.py                                   # synthetic-products
     python scripts/bench_epoch.py --variants gnnsys                 # one side alone
     python scripts/bench_epoch.py --config configs/quickstart.yaml --steps 6
+    python scripts/bench_epoch.py --peer dgl --peer-python .dgl-venv/bin/python \
+        --set dataset.params.train_fraction=0.01                    # 24 steps an epoch
 """
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
+import copy
+import json
+import math
+import os
+import subprocess
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from gnnsys import runlog
 from gnnsys.config import load_config
+from gnnsys.datasets.for_run import load_run_graph
 from gnnsys.models import block_gnn
 from gnnsys.models.dropout import dropout as hashed_dropout
+from samplers import FusedSampler
 
 def _pyg_sage(conv, x, edge_index, num_dst):
     return conv((x, x[:num_dst]), edge_index)
 
 
-_torch_dropout = lambda x, p, training: F.dropout(x, p=p, training=training)   # noqa: E731
-# name: (dropout, SAGE mean aggregation) patched into gnnsys.models.block_gnn
-SHIPPED = (hashed_dropout, block_gnn._sage_mean_csr)
-VARIANTS = {"pyg+torch-dropout": (_torch_dropout, _pyg_sage),
-            "pyg+hashed-dropout": (hashed_dropout, _pyg_sage),
-            "gnnsys": SHIPPED}
-DEFAULT_SETS = ["mode=minibatch", "dataset.name=synthetic-products", "model.arch=sage", "model.hidden=256",
-                "model.layers=3", "model.dropout=0.5", "sampler.fanouts=[15,10,5]",
-                "sampler.batch_size=1024", "train.lr=0.003", "train.progress=false",
-                "cluster.workers=1"]
+def _torch_relu_dropout(x, p, training):
+    return F.dropout(F.relu(x), p=p, training=training)
+
+
+def _two_pass_relu_dropout(x, p, training):
+    return hashed_dropout(F.relu(x), p, training)
+
+
+# name: what it patches into gnnsys.models.block_gnn, each change on its own ("gather":
+# the sampler gathers the first layer's source rows instead of averaging them)
+SHIPPED = {"relu_dropout": block_gnn.relu_dropout, "_sage_mean_csr": block_gnn._sage_mean_csr}
+VARIANTS = {
+    "pyg+torch-dropout": {"relu_dropout": _torch_relu_dropout, "_sage_mean_csr": _pyg_sage,
+                          "gather": True},
+    "pyg+hashed-dropout": {"relu_dropout": _two_pass_relu_dropout, "_sage_mean_csr": _pyg_sage,
+                           "gather": True},
+    "csr+hashed-dropout": {"relu_dropout": _two_pass_relu_dropout, "gather": True},
+    "fused-relu-dropout": {"gather": True},
+    "gnnsys": {},
+}
+CONFIG = "configs/products-sage.yaml"          # issue 34's setting
+PEER_SCRIPT = Path(__file__).resolve().parent / "dgl_epoch.py"
+PEER_ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "test_idx")
 
 
 def layer_flops(model, blocks, in_dim: int) -> list:
@@ -54,12 +90,27 @@ def layer_flops(model, blocks, in_dim: int) -> list:
     return flops
 
 
-def every_batch(mode):
-    """The mode's training batches, epoch after epoch (a small graph has few per epoch)."""
+def every_batch(mode, loader=None):
+    """The mode's training batches (of `loader`: another sampler's), epoch after epoch (a
+    small graph has few per epoch)."""
     epoch = 0
     while True:
-        yield from mode.train_batches(epoch)
+        yield from mode.train_batches(epoch, loader)
         epoch += 1
+
+
+def gathering_loader(mode):
+    """The mode's loader with a sampler that gathers every first-layer source row (as
+    before issue 34), or None where the mode's sampler already does."""
+    loader = mode.data.loader
+    sampler = loader.sampler
+    if getattr(sampler, "aggregate", None) is None:
+        return None
+    gathering = copy.copy(loader)
+    gathering.sampler = FusedSampler(sampler.indptr, sampler.indices, sampler.fanouts,
+                                     features=sampler.features, num_threads=sampler.num_threads,
+                                     num_buffers=sampler.num_buffers)
+    return gathering
 
 
 def profile(loop, steps: int, warmup: int, variants: list) -> dict:
@@ -78,16 +129,20 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
 
     model.layer = timed_layer
     results = {name: [] for name in variants}
-    batches = every_batch(mode)
+    gathering = gathering_loader(mode)
+    batches = {name: every_batch(mode, gathering if VARIANTS[name].get("gather") else None)
+               for name in variants}
     model.train()
     for step in range(warmup + steps * len(variants)):
         name = variants[step % len(variants)]
-        block_gnn.dropout, block_gnn._sage_mean_csr = VARIANTS[name]
+        for attr, value in {**SHIPPED, **VARIANTS[name]}.items():
+            if attr != "gather":
+                setattr(block_gnn, attr, value)
         forward.clear()
         grad_seen.clear()
         wait_before = mode.wait_s
         start = time.perf_counter()
-        loss, _, _ = next(batches)
+        loss, _, _ = next(batches[name])
         fetched = time.perf_counter()
         optimizer.zero_grad(set_to_none=False)
         backward_start = time.perf_counter()
@@ -110,7 +165,8 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
                               - (mode.wait_s - wait_before),
                               "backward": backward, "optimizer": end - backward_end,
                               "step": end - start})
-    block_gnn.dropout, block_gnn._sage_mean_csr = SHIPPED
+    for attr, value in SHIPPED.items():
+        setattr(block_gnn, attr, value)
     model.layer = plain_layer
     return results
 
@@ -138,15 +194,139 @@ def table(results: dict, flops: list) -> str:
     return harness.markdown(header, rows, align="l" + "r" * (len(header) - 1)) + "\n" + flop_line
 
 
+# ----------------------------------------------------------------------------- whole epochs
+def peer_arrays(config, folder: Path) -> dict:
+    """{name: .npy path} of the arrays the run trains on, for a peer process: the cached
+    graph's own files where they are memory-mapped as they are, else written to `folder`."""
+    graph = load_run_graph(config)
+    paths = {}
+    for name in PEER_ARRAYS:
+        array = getattr(graph, name)
+        paths[name] = _whole_npy_file(array)
+        if paths[name] is None:
+            paths[name] = str(folder / f"{name}.npy")
+            np.save(paths[name], np.asarray(array), allow_pickle=False)
+    return paths
+
+
+def _whole_npy_file(array) -> str | None:
+    """The .npy file `array` is the whole memory map of (None: it is not one)."""
+    name = getattr(array, "filename", None) if isinstance(array, np.memmap) else None
+    if not name or not str(name).endswith(".npy"):
+        return None
+    whole = np.load(name, mmap_mode="r", allow_pickle=False)
+    same = (whole.shape, whole.dtype, whole.offset) == (array.shape, array.dtype, array.offset)
+    return str(name) if same else None
+
+
+def gnnsys_run(config_path, args, run_dir: Path) -> dict:
+    """`gnnsys train` for --epochs epochs in a process of its own (validation and test once,
+    after the last): its epoch seconds, test accuracy and peak memory."""
+    proc = harness.start_train(config_path, [
+        f"train.epochs={args.epochs}", f"train.eval_every={args.epochs}", "train.patience=0",
+        f"sampler.threads={args.threads}", "cluster.workers=1", "train.progress=false",
+        "run.checkpoint_every=0", f"run.dir={run_dir}", *args.set])
+    harness.finish(proc)
+    final = runlog.final(run_dir)
+    return {"epoch_s": [e["epoch_s"] for e in runlog.epochs(run_dir)],
+            "test_acc": final["test_acc"], "peak_rss_mb": final["peak_rss_mb"]}
+
+
+def dgl_run(config, args, arrays: dict) -> dict:
+    """DGL's loop (scripts/dgl_epoch.py) under --peer-python on the same arrays and settings."""
+    command = [args.peer_python, str(PEER_SCRIPT), "--arrays", json.dumps(arrays),
+               "--fanouts", *map(str, config.sampler.fanouts), "--hidden", str(config.model.hidden),
+               "--dropout", str(config.model.dropout), "--batch-size", str(config.sampler.batch_size),
+               "--eval-batch-size", str(config.sampler.eval_batch_size), "--lr", str(config.train.lr),
+               "--weight-decay", str(config.train.weight_decay), "--epochs", str(args.epochs),
+               "--seed", str(config.train.seed), "--threads", str(args.threads)]
+    done = subprocess.run(command, capture_output=True, text=True,
+                          env={**os.environ, "OMP_WAIT_POLICY": "PASSIVE"})
+    if done.returncode:
+        raise SystemExit(f"the DGL run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"epoch_s": [e["epoch_s"] for e in out["epochs"]], "test_acc": out["test_acc"],
+            "peak_rss_mb": out["peak_rss_mb"], "versions": out["versions"]}
+
+
+def check_peer(config, args) -> None:
+    """One line for what the DGL side cannot run: its python, or a model it has no loop for."""
+    if not args.peer_python or not Path(args.peer_python).is_file():
+        raise SystemExit("--peer dgl needs --peer-python: the python of the DGL environment "
+                         "(bash scripts/setup_dgl_baseline.sh .dgl-venv makes .dgl-venv/bin/python)")
+    if config.mode != "minibatch" or config.model.arch != "sage" or config.model.norm != "none" \
+            or config.model.residual:
+        raise SystemExit("--peer dgl runs DGL's GraphSAGE example loop: it needs mode minibatch, "
+                         "model.arch sage, no model.norm and no model.residual")
+    if args.epochs < 2:
+        raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")
+
+
+def whole_epochs(config_path, config, args) -> dict:
+    """{side: [run, ...]}: `--rounds` rounds of one gnnsys run and one DGL run, the order
+    alternating round by round."""
+    check_peer(config, args)
+    runs = {"gnnsys": [], "dgl": []}
+    with tempfile.TemporaryDirectory(prefix="bench-epoch-") as tmp:
+        arrays = peer_arrays(config, Path(tmp))
+        for r in range(args.rounds):
+            for side in (["gnnsys", "dgl"] if r % 2 == 0 else ["dgl", "gnnsys"]):
+                run = (gnnsys_run(config_path, args, Path(tmp) / f"run-{r}") if side == "gnnsys"
+                       else dgl_run(config, args, arrays))
+                runs[side].append(run)
+                print(f"round {r + 1} {side}: epochs {[round(e, 2) for e in run['epoch_s']]} s, "
+                      f"test acc {run['test_acc']:.4f}, load {harness.load_average()}", flush=True)
+    return runs
+
+
+def epochs_table(runs: dict, steps: int) -> str:
+    """Steady epochs (each run's after its first) per side, and DGL's over gnnsys's per round."""
+    steady = {side: [s for run in rs for s in harness.after_first(run["epoch_s"])]
+              for side, rs in runs.items()}
+    ratios = [steady_median(d["epoch_s"]) / steady_median(g["epoch_s"])
+              for g, d in zip(runs["gnnsys"], runs["dgl"])]
+    rows = []
+    for side, rs in runs.items():
+        epoch = float(np.median(steady[side]))
+        rows.append([side, len(rs), f"{epoch:.2f}", f"{min(steady[side]):.2f}-{max(steady[side]):.2f}",
+                     f"{epoch / steps:.3f}",
+                     " / ".join(f"{run['test_acc']:.4f}" for run in rs),
+                     f"{max(run['peak_rss_mb'] for run in rs):,.0f}"])
+    header = ["side", "runs", "steady epoch s (median)", "range", "per step s", "test acc",
+              "peak RSS MB"]
+    return (harness.markdown(header, rows, align="lrrrrlr") + "\n" +
+            "DGL epoch / gnnsys epoch, per round (medians of its steady epochs): "
+            + ", ".join(f"{r:.2f}x" for r in ratios))
+
+
+def steady_median(epoch_s: list) -> float:
+    return float(np.median(harness.after_first(epoch_s)))
+
+
 def main(argv=None):
-    parser = harness.parser(__doc__, config=True, set=True, threads=2, json=True)
+    parser = harness.parser(__doc__, config=CONFIG, set=True, threads=2, json=True, epochs=3,
+                            rounds=2)
     parser.add_argument("--steps", type=int, default=8, help="counted steps per variant")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--peer", choices=["dgl"],
+                        help="time whole epochs against this peer's loop instead (--epochs, --rounds)")
+    parser.add_argument("--peer-python", help="the peer environment's python")
     args = parser.parse_args(argv)
-    overrides = ([] if args.config else DEFAULT_SETS) + args.set + [
-        "train.progress=false", "run.checkpoint_every=0", f"sampler.threads={args.threads}"]
+    overrides = args.set + ["train.progress=false", "run.checkpoint_every=0",
+                            f"sampler.threads={args.threads}", "cluster.workers=1"]
     config = load_config(args.config, overrides)
+    if args.peer:
+        runs = whole_epochs(args.config, config, args)
+        steps = math.ceil(len(load_run_graph(config).train_idx) / config.sampler.batch_size)
+        text = epochs_table(runs, steps)
+        print(f"{config.dataset.name}, {config.model.arch} {config.model.layers} x "
+              f"{config.model.hidden}, fanouts {config.sampler.fanouts}, batch "
+              f"{config.sampler.batch_size}, {steps} steps an epoch, {args.epochs} epochs a run, "
+              f"{args.threads} threads; DGL {runs['dgl'][0]['versions']}")
+        print(text)
+        harness.write_json(args.json, {"runs": runs, "table": text})
+        return runs
     torch.set_num_threads(args.threads)
 
     def work(loop):

@@ -64,7 +64,8 @@ class FullGraphMode(NodeClassificationMode):
     # float16 features are a feature-store format: this mode computes on float32 rows it
     # holds once
     supports = {"model.arch": ARCHS, "model.norm": NORMS, "model.residual": (False,),
-                "train.compile": (False,), "dataset.feature_dtype": ("float32",)}
+                "train.compile": (False,), "dataset.feature_dtype": ("float32",),
+                "train.precision": ("fp32",)}
     # phase times are each rank's own: the slowest rank's is the epoch's
     reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
                   "bytes_sent": "sum", "bytes_by_bits": "sum",

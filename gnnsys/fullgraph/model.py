@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..models.dropout import dropout
+from ..models.dropout import relu_dropout
 from ..models.norm import NORM_LAYERS
 from .exchange import AggregationStep, HaloExchanger, halo_aggregate
 
@@ -58,7 +58,6 @@ class FullGraphGNN(nn.Module):
             if self.root is not None:
                 out = out + self.root[layer](h)
             if layer < self.num_layers - 1:
-                out = torch.relu(self.norms[layer](out))
-                out = dropout(out, self.dropout, self.training)
+                out = relu_dropout(self.norms[layer](out), self.dropout, self.training)
             h = out
         return h

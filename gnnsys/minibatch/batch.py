@@ -6,6 +6,10 @@ target local ids) plus the input features and the seed labels. Blocks are ordere
 way the model applies them: `blocks[0]` consumes the input features, `blocks[-1]`
 produces the seed outputs. Targets of a block are a prefix of its sources (the seeds
 come first in `n_id`), so `x[:block.num_dst]` are the target rows.
+
+Where the sampler averaged the first layer's sampled sources itself (`x_agg`, a mean first
+layer: samplers/_aggregate.py), `x` and `n_id` stop at the first layer's targets and
+`blocks[0]` has no edges: the model reads the neighbour mean from `x_agg`.
 """
 from __future__ import annotations
 
@@ -38,6 +42,7 @@ class MiniBatch:
     y: torch.Tensor | None            # [num_seeds] labels (None at inference)
     blocks: list = field(default_factory=list)
     missing: torch.Tensor | None = None   # positions in x that a remote fetch must fill
+    x_agg: torch.Tensor | None = None     # [blocks[0].num_dst, F] the first layer's neighbour mean
 
     @property
     def num_seeds(self) -> int:
@@ -47,7 +52,7 @@ class MiniBatch:
         move = lambda t: None if t is None else t.to(device, non_blocking=non_blocking)
         return replace(self, n_id=move(self.n_id), x=move(self.x), y=move(self.y),
                        blocks=[b.to(device, non_blocking) for b in self.blocks],
-                       missing=move(self.missing))
+                       missing=move(self.missing), x_agg=move(self.x_agg))
 
     @classmethod
     def from_sampled(cls, sub, labels=None, copy_x: bool = True) -> "MiniBatch":
@@ -59,14 +64,22 @@ class MiniBatch:
         n_id = sampled_tensor(sub.n_id).long()
         blocks = []
         for h in reversed(range(sub.num_hops)):
+            num_dst, num_src = int(sub.hop_sizes[h]), int(sub.hop_sizes[h + 1])
+            if sub.x_agg is not None and h == sub.num_hops - 1:     # averaged by the sampler
+                blocks.append(Block(edge_index=torch.empty(2, 0, dtype=torch.long,
+                                                           device=n_id.device),
+                                    num_src=num_dst, num_dst=num_dst))
+                continue
             indptr = sampled_tensor(sub.block_indptr[h])
             sources = sampled_tensor(sub.block_indices[h]).long()
-            num_dst, num_src = int(sub.hop_sizes[h]), int(sub.hop_sizes[h + 1])
             # Target of every pick: block row i repeated (indptr[i+1] - indptr[i]) times.
             targets = torch.repeat_interleave(torch.diff(indptr), output_size=len(sources))
             blocks.append(Block(edge_index=torch.stack([sources, targets]),
                                 num_src=num_src, num_dst=num_dst))
-        x = None
+        x = x_agg = None
+        if sub.x_agg is not None:
+            x_agg = sampled_tensor(sub.x_agg)
+            x_agg = x_agg.clone() if copy_x else x_agg
         if is_sparse(sub.x):                  # fresh arrays of the sampler's: no copy needed
             x = csr_tensor(sub.x)
         elif sub.x is not None:
@@ -77,7 +90,7 @@ class MiniBatch:
             labels = torch.as_tensor(labels).to(n_id.device)
             y = labels[n_id[:sub.num_seeds]].long()
         missing = torch.from_numpy(np.asarray(sub.missing, dtype=np.int64))
-        return cls(n_id=n_id, x=x, y=y, blocks=blocks, missing=missing)
+        return cls(n_id=n_id, x=x, y=y, blocks=blocks, missing=missing, x_agg=x_agg)
 
 
 def sampled_tensor(array) -> torch.Tensor:

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from ..prefetch import prefetched
-from ..sparse_features import densified
+from ..sparse_features import densified, is_sparse
 from .batch import MiniBatch
 
 
@@ -25,11 +25,14 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
     ({'budgets': TierBudgets, 'hotness': [N] scores}); it is called only there, since the
     hotness is an array over all nodes. Default: `cache.device_fraction` of the rows on
     the device, hottest by degree, the rest in pinned host memory. The GPU kernel gathers
-    dense rows: sparse (CSR) features are densified for it, with a logged line."""
+    dense rows: sparse (CSR) features are densified for it, with a logged line. Where
+    `first_layer_in_sampler` says so, the kernel also averages the first layer's sources."""
     from samplers.fused_gpu import make_sampler, resolve_device
     from samplers.gpu_tiers import TierBudgets
     device = resolve_device(config.sampler.device)
     options = {"num_buffers": config.sampler.prefetch + 2}
+    if first_layer_in_sampler(config, device, features, row_of):
+        options["aggregate"] = "mean"
     if device != "cpu" and features is not None:
         features = densified(features, f"sampler.device={device}: the GPU sampler gathers "
                              "dense rows (sampler.device=cpu keeps them sparse)")
@@ -41,6 +44,15 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
                 features.shape[0], row_bytes, config.cache.device_fraction)
     return make_sampler(device, indptr, indices, list(config.sampler.fanouts),
                         features=features, row_of=row_of, num_threads=threads, **options)
+
+
+def first_layer_in_sampler(config, device: str, features, row_of) -> bool:
+    """Whether the sampler averages the first layer's sampled sources itself instead of
+    gathering their rows (samplers/_aggregate.py): a mean first layer (GraphSAGE), the
+    CPU kernel, dense float32 rows, every one local (a worker holding part of the rows
+    fetches the others after sampling, so it gathers)."""
+    return (config.model.arch == "sage" and device == "cpu" and features is not None
+            and not is_sparse(features) and features.dtype == np.float32 and row_of is None)
 
 
 def store_sampler(config, indptr, indices, store):

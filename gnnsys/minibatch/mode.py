@@ -78,13 +78,15 @@ class MinibatchMode(NodeClassificationMode):
             self.model.set_degree(self.data.degree)
         return self.model.to(self.ctx.device)
 
-    def train_batches(self, epoch: int):
+    def train_batches(self, epoch: int, loader=None):
+        """(loss, seeds, seeds) per batch of the epoch; `loader`: batches of another
+        loader of the same graph instead (scripts/bench_epoch.py compares samplers)."""
         ready = time.perf_counter()
-        for batch in self.data.loader.epoch(epoch):
+        for batch in (loader or self.data.loader).epoch(epoch):
             self.wait_s += time.perf_counter() - ready   # sampling + fetch not done in time
             if not self.step_checked:
                 self.check_step_fits(batch)
-            logits = self.model(batch.x, batch.blocks, batch.n_id)
+            logits = self.model(batch.x, batch.blocks, batch.n_id, batch.x_agg)
             yield F.cross_entropy(logits, batch.y), batch.num_seeds, batch.num_seeds
             ready = time.perf_counter()
 

@@ -26,7 +26,7 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from ..sparse_features import first_rows, is_sparse, row_tensor
-from .dropout import dropout
+from .dropout import relu_dropout
 from .norm import NORM_LAYERS
 
 ARCHS = ("sage", "gcn", "gat")
@@ -81,11 +81,18 @@ class BlockGNN(nn.Module):
         return edge_index, torch.cat([weight, 1.0 / (d_dst + 1)])
 
     def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
-               n_id: torch.Tensor | None = None):
+              n_id: torch.Tensor | None = None, x_agg: torch.Tensor | None = None):
+        """Layer i over a block; `x_agg`: its targets' neighbour mean, averaged by the
+        sampler (SAGE's first layer, samplers/_aggregate.py), x then the targets' rows."""
         conv = self.convs[i]
         if x.dtype == torch.float16:      # features stored as float16 (dataset.feature_dtype)
             x = x.float()
-        if self.arch == "gcn":
+        if x_agg is not None:
+            if self.arch != "sage":
+                raise ValueError(f"the sampler averaged the first layer's sources, which only "
+                                 f"model.arch sage reads; this model is {self.arch}")
+            out = conv.lin_l(x_agg) + conv.lin_r(x[:num_dst])
+        elif self.arch == "gcn":
             edge_index, weight = self._gcn_weights(edge_index, num_dst, n_id)
             out = conv(x, edge_index, weight)[:num_dst]
         elif self.arch == "sage" and is_sparse(x):
@@ -106,19 +113,21 @@ class BlockGNN(nn.Module):
         """Norm, ReLU and dropout after every layer but the last; with model.residual a
         hidden->hidden layer adds its targets' input rows (the first num_dst sources)."""
         if i < len(self.convs) - 1:
-            out = F.relu(self.norms[i](out))
-            out = dropout(out, self.dropout, self.training)
+            out = relu_dropout(self.norms[i](out), self.dropout, self.training)
             if self.residual and i > 0:
                 out = out + x_src[:out.shape[0]]
         return out
 
-    def forward(self, x: torch.Tensor, blocks, n_id: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, blocks, n_id: torch.Tensor | None = None,
+                x_agg: torch.Tensor | None = None) -> torch.Tensor:
         """x: input features of blocks[0]'s sources (global ids `n_id`, needed by gcn);
+        `x_agg`: blocks[0]'s neighbour mean where the sampler averaged it (`MiniBatch`);
         returns the logits of the seeds."""
         if len(blocks) != len(self.convs):
             raise ValueError(f"got {len(blocks)} blocks for a {len(self.convs)}-layer model")
         for i, block in enumerate(blocks):
-            x = self.layer(i, x, block.edge_index, block.num_dst, n_id)
+            x = self.layer(i, x, block.edge_index, block.num_dst, n_id,
+                           x_agg if i == 0 else None)
         return x
 
     @torch.no_grad()

@@ -52,7 +52,7 @@ class TemporalMode(Mode):
     final_splits = ("test",)     # from the memory the selected epoch's validation left
     # node features are not stored as a feature store's float16 rows
     supports = {"model.arch": ARCHS, "model.residual": (False,), "train.compile": (False, True),
-                "dataset.feature_dtype": ("float32",)}
+                "dataset.feature_dtype": ("float32",), "train.precision": ("fp32",)}
     reductions = {"rows_sent": "sum", "bytes_sent": "sum", "rows_naive": "sum",
                   "bytes_naive": "sum", "occurrences": "sum", "unique": "sum",
                   "exchange_s": "max", "train_s": "max",

@@ -1,0 +1,37 @@
+"""`train.precision`: the arithmetic of the training steps (issue 34).
+
+fp32 (the default) trains in float32. bf16 runs each step's forward under torch's bf16
+autocast (matrix products and the ops torch lists for it in bfloat16, the rest in
+float32), with float32 weights, gradients and optimizer state; evaluation stays float32.
+It pays where the hardware multiplies bf16 natively (GPUs since Ampere, CPUs with
+AVX512-BF16 or AMX); elsewhere torch emulates it: on the 2-core AMD EPYC dev machine a
+147k x 100 x 256 product took 10x longer in bf16 (BENCHMARKS.md), so a run there says so
+in one line and goes on as asked.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+PRECISIONS = ("fp32", "bf16")
+
+
+def step_precision(precision: str, device: torch.device):
+    """The context the training steps run in: bf16 autocast on `device`, or nothing."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bf16 in hardware (CUDA: compute capability >= 8.0; CPU:
+    AVX512-BF16 or AMX, read from /proc/cpuinfo)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_capability(device)[0] >= 8
+    try:
+        with open("/proc/cpuinfo") as info:
+            flags = next((line for line in info if line.startswith("flags")), "").split()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
