@@ -10,18 +10,24 @@ in one line and goes on as asked.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 PRECISIONS = ("fp32", "bf16")
 
 
-def step_precision(precision: str, device: torch.device):
-    """The context the training steps run in: bf16 autocast on `device`, or nothing."""
+def forward_in(precision: str, device: torch.device, steps):
+    """`steps` (a mode's train_batches: each item's forward runs when it is drawn), each
+    drawn under `precision`'s autocast on `device`; what the loop does between items
+    (backward, optimizer) runs outside it, as torch advises for autocast."""
     if precision == "fp32":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        yield from steps
+        return
+    while True:
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16):
+            item = next(steps, None)
+        if item is None:
+            return
+        yield item
 
 
 def native_bf16(device: torch.device) -> bool:

@@ -245,9 +245,10 @@ class TrainingLoop:
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
                        enabled=self.show and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
-        with intra_op_threads(self.training_threads()), \
-                precision.step_precision(self.config.train.precision, self.ctx.device):
-            for i, (loss, count, normaliser) in enumerate(self.mode.train_batches(epoch)):
+        steps = precision.forward_in(self.config.train.precision, self.ctx.device,
+                                     self.mode.train_batches(epoch))
+        with intra_op_threads(self.training_threads()):
+            for i, (loss, count, normaliser) in enumerate(steps):
                 if i == self.mode.batches_per_epoch // 2 and self._fail_here(epoch):
                     print(f"cluster.fail_at: worker {self.ctx.rank} exits in epoch "
                           f"{epoch + 1} (a fault test)", file=sys.stderr, flush=True)

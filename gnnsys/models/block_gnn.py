@@ -219,7 +219,11 @@ def _sage_mean_csr(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst: int):
     passing first writes a message per sampled edge (735k x 100 floats in a products-scale
     first layer), then scatters them."""
     mean = mean_adjacency(edge_index, num_dst, x.shape[0])
-    return conv.lin_l(torch.sparse.mm(mean, x)) + conv.lin_r(x[:num_dst])
+    # averaged in float32 whatever train.precision says: torch's CSR product on the CPU
+    # has no bf16 kernel (autocast would ask for one); the linear maps cast as it says
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        averaged = torch.sparse.mm(mean, x.float())
+    return conv.lin_l(averaged) + conv.lin_r(x[:num_dst])
 
 
 def _sage_projecting_first(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst: int):
