@@ -91,7 +91,7 @@ class BlockGNN(nn.Module):
             if self.arch != "sage":
                 raise ValueError(f"the sampler averaged the first layer's sources, which only "
                                  f"model.arch sage reads; this model is {self.arch}")
-            out = conv.lin_l(x_agg) + conv.lin_r(x[:num_dst])
+            out = _sage_sum(conv, x_agg, x[:num_dst])
         elif self.arch == "gcn":
             edge_index, weight = self._gcn_weights(edge_index, num_dst, n_id)
             out = conv(x, edge_index, weight)[:num_dst]
@@ -196,34 +196,52 @@ class LayerRows:
         self.rows[start:start + out.shape[0]] = out
 
 
-def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int) -> torch.Tensor:
+def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int,
+                   roots: bool = False) -> torch.Tensor:
     """The block as a CSR matrix [num_dst, num_src] whose rows average a target's sampled
     sources (a target without any: a zero row). The sampler lists edges by target, so
-    its rows need no sort; other edge lists are sorted by target first."""
+    its rows need no sort; other edge lists are sorted by target first. `roots`: num_dst
+    more rows, row num_dst + i selecting target i's own row."""
     src, dst = edge_index
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)
         src, dst = src[order], dst[order]
     counts = torch.bincount(dst, minlength=num_dst)
-    indptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst.device)
-    torch.cumsum(counts, 0, out=indptr[1:])
+    rows = 2 * num_dst if roots else num_dst
+    indptr = torch.zeros(rows + 1, dtype=torch.int64, device=dst.device)
+    torch.cumsum(counts, 0, out=indptr[1:num_dst + 1])
     values = (1.0 / counts.clamp(min=1).float())[dst]
+    if roots:
+        targets = torch.arange(num_dst, device=dst.device)
+        indptr[num_dst + 1:] = indptr[num_dst] + targets + 1
+        src = torch.cat([src, targets])
+        values = torch.cat([values, torch.ones(num_dst, device=dst.device)])
     with warnings.catch_warnings():   # "sparse CSR support is in beta": known, wanted
         warnings.simplefilter("ignore")
-        return torch.sparse_csr_tensor(indptr, src, values, size=(num_dst, num_src),
+        return torch.sparse_csr_tensor(indptr, src, values, size=(rows, num_src),
                                        check_invariants=False)
 
 
 def _sage_mean_csr(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst: int):
     """SAGEConv (mean, root weight) with the mean as one CSR x dense product: PyG's message
     passing first writes a message per sampled edge (735k x 100 floats in a products-scale
-    first layer), then scatters them."""
-    mean = mean_adjacency(edge_index, num_dst, x.shape[0])
-    # averaged in float32 whatever train.precision says: torch's CSR product on the CPU
-    # has no bf16 kernel (autocast would ask for one); the linear maps cast as it says
+    first layer), then scatters them. The same product also picks the targets' own rows,
+    so backward forms x's gradient in one product: slicing x[:num_dst] would add a zeroed
+    copy of x's size and a sum over it (a products-scale second layer: 147k x 256 each)."""
+    both = mean_adjacency(edge_index, num_dst, x.shape[0], roots=True)
+    # in float32 whatever train.precision says: torch's CSR product on the CPU has no bf16
+    # kernel (autocast would ask for one); the linear maps cast as it says
     with torch.autocast(device_type=x.device.type, enabled=False):
-        averaged = torch.sparse.mm(mean, x.float())
-    return conv.lin_l(averaged) + conv.lin_r(x[:num_dst])
+        rows = torch.sparse.mm(both, x.float())
+    return _sage_sum(conv, rows[:num_dst], rows[num_dst:])
+
+
+def _sage_sum(conv: SAGEConv, averaged: torch.Tensor, x_dst: torch.Tensor) -> torch.Tensor:
+    """SAGEConv's lin_l(averaged) + lin_r(x_dst) into one output: the second product
+    accumulates into the first's (no third tensor and no pass over the layer's output to
+    add them; neither product's backward needs the output)."""
+    out = torch.addmm(conv.lin_l.bias, x_dst, conv.lin_r.weight.t())
+    return out.addmm_(averaged.to(out.dtype), conv.lin_l.weight.t().to(out.dtype))
 
 
 def _sage_projecting_first(conv: SAGEConv, x: torch.Tensor, edge_index, num_dst: int):
