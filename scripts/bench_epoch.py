@@ -222,10 +222,10 @@ def _whole_npy_file(array) -> str | None:
 def gnnsys_run(config_path, args, run_dir: Path) -> dict:
     """`gnnsys train` for --epochs epochs in a process of its own (validation and test once,
     after the last): its epoch seconds, test accuracy and peak memory."""
-    proc = harness.start_train(config_path, [
-        f"train.epochs={args.epochs}", f"train.eval_every={args.epochs}", "train.patience=0",
-        f"sampler.threads={args.threads}", "cluster.workers=1", "train.progress=false",
-        "run.checkpoint_every=0", f"run.dir={run_dir}", *args.set])
+    proc = harness.start_train(config_path, [     # the script's settings win over --set's
+        *args.set, f"train.epochs={args.epochs}", f"train.eval_every={args.epochs}",
+        "train.patience=0", f"sampler.threads={args.threads}", "cluster.workers=1",
+        "train.progress=false", "run.checkpoint_every=0", f"run.dir={run_dir}"])
     harness.finish(proc)
     final = runlog.final(run_dir)
     return {"epoch_s": [e["epoch_s"] for e in runlog.epochs(run_dir)],
@@ -236,6 +236,7 @@ def dgl_run(config, args, arrays: dict, test: bool) -> dict:
     """DGL's loop (scripts/dgl_epoch.py) under --peer-python on the same arrays and settings;
     `test`: with its test pass (DGL's layer-wise inference: ~10 min on synthetic-products)."""
     command = [args.peer_python, str(PEER_SCRIPT), "--arrays", json.dumps(arrays),
+               "--arch", config.model.arch, "--heads", str(config.model.heads),
                "--fanouts", *map(str, config.sampler.fanouts), "--hidden", str(config.model.hidden),
                "--dropout", str(config.model.dropout), "--batch-size", str(config.sampler.batch_size),
                "--eval-batch-size", str(config.sampler.eval_batch_size), "--lr", str(config.train.lr),
@@ -256,10 +257,9 @@ def check_peer(config, args) -> None:
     if not args.peer_python or not Path(args.peer_python).is_file():
         raise SystemExit("--peer dgl needs --peer-python: the python of the DGL environment "
                          "(bash scripts/setup_dgl_baseline.sh .dgl-venv makes .dgl-venv/bin/python)")
-    if config.mode != "minibatch" or config.model.arch != "sage" or config.model.norm != "none" \
-            or config.model.residual:
-        raise SystemExit("--peer dgl runs DGL's GraphSAGE example loop: it needs mode minibatch, "
-                         "model.arch sage, no model.norm and no model.residual")
+    if config.mode != "minibatch" or config.model.norm != "none" or config.model.residual:
+        raise SystemExit("--peer dgl runs DGL's minibatch example loop: it needs mode "
+                         "minibatch, no model.norm and no model.residual")
     if args.epochs < 2:
         raise SystemExit("--epochs must be >= 2: the first epoch (warm-up) is not counted")
 

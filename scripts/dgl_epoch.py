@@ -1,11 +1,14 @@
-"""DGL 2.1's minibatch GraphSAGE loop on a gnnsys graph: the peer side of
+"""DGL 2.1's minibatch GNN loop on a gnnsys graph: the peer side of
 `bench_epoch.py --peer dgl` (issue 34). It runs in the DGL virtual environment
 (`scripts/setup_dgl_baseline.sh`), not gnnsys's, so it imports neither gnnsys nor harness.
 
 The loop is DGL's own example (examples/pytorch/graphsage/node_classification.py): DGL's
 NeighborSampler and DataLoader (features and labels prefetched by the sampler), SAGEConv
 mean layers, ReLU and dropout between them, Adam, cross entropy; then its layer-wise
-full-neighbour inference for test accuracy. Settings come from the command line, fanouts
+full-neighbour inference for test accuracy. `--arch gcn` / `gat` swap in DGL's GraphConv
+(norm "both" over the block's own degrees, where gnnsys's GCN scales by the global ones)
+and GATConv (hidden layers concatenate `--heads` heads, the last averages them, as
+gnnsys's); the rest of the loop is the same. Settings come from the command line, fanouts
 in gnnsys's order (seed outward; DGL's list runs input layer first, so it is reversed).
 The graph is the .npy arrays gnnsys trains on (indptr, indices: each node's neighbours;
 x, y, train_idx, test_idx), memory-mapped, never unpickled.
@@ -30,20 +33,37 @@ import dgl.nn as dglnn
 from dgl.dataloading import DataLoader, MultiLayerFullNeighborSampler, NeighborSampler
 
 
-class SAGE(nn.Module):
-    def __init__(self, in_size: int, hidden: int, out_size: int, layers: int, dropout: float):
+def make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
+    if arch == "sage":
+        return dglnn.SAGEConv(in_dim, out_dim, "mean")
+    if arch == "gcn":
+        return dglnn.GraphConv(in_dim, out_dim, norm="both", allow_zero_in_degree=True)
+    return dglnn.GATConv(in_dim, out_dim if last else out_dim // heads, heads,
+                         allow_zero_in_degree=True)
+
+
+class Model(nn.Module):
+    def __init__(self, arch: str, in_size: int, hidden: int, out_size: int, layers: int,
+                 dropout: float, heads: int):
         super().__init__()
         dims = [in_size] + [hidden] * (layers - 1) + [out_size]
-        self.layers = nn.ModuleList(dglnn.SAGEConv(dims[i], dims[i + 1], "mean")
-                                    for i in range(layers))
+        self.arch = arch
+        self.layers = nn.ModuleList(make_conv(arch, dims[i], dims[i + 1], heads,
+                                              i == layers - 1) for i in range(layers))
         self.dropout = nn.Dropout(dropout)
+
+    def apply_layer(self, i: int, block, h):
+        h = self.layers[i](block, h)
+        if self.arch == "gat":     # [n, heads, width]: hidden layers concatenate, the last averages
+            h = h.mean(1) if i == len(self.layers) - 1 else h.flatten(1)
+        if i != len(self.layers) - 1:
+            h = self.dropout(F.relu(h))
+        return h
 
     def forward(self, blocks, x):
         h = x
-        for i, (layer, block) in enumerate(zip(self.layers, blocks)):
-            h = layer(block, h)
-            if i != len(self.layers) - 1:
-                h = self.dropout(F.relu(h))
+        for i, block in enumerate(blocks):
+            h = self.apply_layer(i, block, h)
         return h
 
     @torch.no_grad()
@@ -53,12 +73,12 @@ class SAGE(nn.Module):
         sampler = MultiLayerFullNeighborSampler(1)
         loader = DataLoader(g, torch.arange(g.num_nodes()), sampler, batch_size=batch_size,
                             shuffle=False, drop_last=False, num_workers=0)
-        for i, layer in enumerate(self.layers):
-            y = torch.empty(g.num_nodes(), layer._out_feats)
+        for i in range(len(self.layers)):
+            y = None
             for input_nodes, output_nodes, blocks in loader:
-                h = layer(blocks[0], feat[input_nodes])
-                if i != len(self.layers) - 1:
-                    h = self.dropout(F.relu(h))
+                h = self.apply_layer(i, blocks[0], feat[input_nodes])
+                if y is None:
+                    y = torch.empty(g.num_nodes(), h.shape[1])
                 y[output_nodes] = h
             feat = y
         return feat
@@ -81,6 +101,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--arrays", required=True,
                     help="JSON {name: .npy path} for indptr, indices, x, y, train_idx, test_idx")
+    ap.add_argument("--arch", choices=["sage", "gcn", "gat"], default="sage")
+    ap.add_argument("--heads", type=int, default=4, help="GAT's attention heads")
     ap.add_argument("--fanouts", type=int, nargs="+", required=True, help="seed outward")
     ap.add_argument("--hidden", type=int, required=True)
     ap.add_argument("--dropout", type=float, required=True)
@@ -102,8 +124,8 @@ def main(argv=None):
     g, train_idx, test_idx = load_graph(json.loads(args.arrays))
     load_s = time.perf_counter() - start
     labels = g.ndata["label"]
-    model = SAGE(g.ndata["feat"].shape[1], args.hidden, int(labels.max()) + 1,
-                 len(args.fanouts), args.dropout)
+    model = Model(args.arch, g.ndata["feat"].shape[1], args.hidden, int(labels.max()) + 1,
+                  len(args.fanouts), args.dropout, args.heads)
     sampler = NeighborSampler(list(reversed(args.fanouts)), prefetch_node_feats=["feat"],
                               prefetch_labels=["label"])
     loader = DataLoader(g, train_idx, sampler, batch_size=args.batch_size, shuffle=True,

@@ -41,6 +41,7 @@ NAMES = sorted(p.stem for p in SCRIPTS.glob("*.py") if p.stem != "harness")
 needs_shared_data = pytest.mark.skipif(shared_data_dir() is None,
                                        reason="shared/data bundles are not present")
 MINIBATCH = ["dataset.name=synthetic-tiny", "model.hidden=16", "sampler.fanouts=[5,5]"]
+TINY_NODES = 2000                     # synthetic-tiny's (datasets.yaml)
 
 
 def sets(*overrides) -> list[str]:
@@ -269,13 +270,14 @@ def test_bench_epoch(run, tmp_path):
     """Every variant steps the real loop's batches; every phase of every counted step is
     timed, the layers' FLOPs counted, and the model is left as shipped."""
     from gnnsys.models import block_gnn
-    from gnnsys.models.dropout import dropout
+    from gnnsys.models.dropout import relu_dropout
     shipped_mean = block_gnn._sage_mean_csr
     out = run("bench_epoch", "--config", "configs/quickstart.yaml", "--steps", "2",
               "--warmup", "1", "--json", tmp_path / "e.json",
               *sets(*MINIBATCH, f"run.dir={tmp_path / 'run'}"))
     saved = json.loads((tmp_path / "e.json").read_text())
-    assert list(saved["results"]) == ["pyg+torch-dropout", "pyg+hashed-dropout", "gnnsys"]
+    assert list(saved["results"]) == ["pyg+torch-dropout", "pyg+hashed-dropout",
+                                      "csr+hashed-dropout", "fused-relu-dropout", "gnnsys"]
     for steps in saved["results"].values():
         assert len(steps) == 2
         for step in steps:
@@ -285,7 +287,38 @@ def test_bench_epoch(run, tmp_path):
     assert len(saved["flops"]) == 2 and all(f > 0 for f in saved["flops"])
     [first] = rows(out, "pyg+torch-dropout")
     assert first[-1] == "1.00x"
-    assert block_gnn.dropout is dropout and block_gnn._sage_mean_csr is shipped_mean
+    assert block_gnn.relu_dropout is relu_dropout and block_gnn._sage_mean_csr is shipped_mean
+
+
+def test_bench_epoch_against_a_peer(run, tmp_path):
+    """--peer dgl: gnnsys train and the peer's loop on the same arrays, rounds alternating,
+    the table of both (the peer here a stand-in python that checks what it is given)."""
+    peer = tmp_path / "peer-python"
+    peer.write_text(f"""#!{sys.executable}
+import json, sys
+import numpy as np
+args = sys.argv[2:]
+arrays = json.loads(args[args.index("--arrays") + 1])
+assert np.load(arrays["indptr"], mmap_mode="r").shape == ({TINY_NODES + 1},)
+assert args[args.index("--fanouts") + 1:args.index("--fanouts") + 3] == ["5", "5"]
+test = "--no-test" not in args
+print(json.dumps({{"epochs": [{{"epoch_s": 2.0, "steps": 3, "loss": 1.0}}] * 2,
+                  "test_acc": 0.5 if test else None, "peak_rss_mb": 100.0,
+                  "versions": {{"dgl": "stand-in"}}}}))
+""")
+    peer.chmod(0o755)
+    out = run("bench_epoch", "--config", "configs/quickstart.yaml", "--peer", "dgl",
+              "--peer-python", peer, "--epochs", "2", "--rounds", "2", "--json", tmp_path / "p.json",
+              *sets(*MINIBATCH, f"run.dir={tmp_path / 'run'}"))
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert [len(saved["runs"][side]) for side in ("gnnsys", "dgl")] == [2, 2]
+    assert [r["test_acc"] for r in saved["runs"]["dgl"]] == [0.5, None]   # tests once
+    [gnnsys], [dgl] = rows(out, "gnnsys"), rows(out, "dgl")
+    assert dgl[2] == "2.00" and dgl[5] == "0.5000 / -"
+    assert all(0 < float(a) <= 1 for a in gnnsys[5].split(" / "))
+    with pytest.raises(SystemExit, match="needs --peer-python"):
+        run("bench_epoch", "--config", "configs/quickstart.yaml", "--peer", "dgl",
+            *sets(*MINIBATCH))
 
 
 def test_bench_predict(run, tmp_path, monkeypatch):
