@@ -266,8 +266,8 @@ def check_peer(config, args) -> None:
 
 def whole_epochs(config_path, config, args) -> dict:
     """{side: [run, ...]}: `--rounds` rounds of one gnnsys run and one DGL run, the order
-    alternating round by round; DGL tests its model in the first round only (its
-    inference is slow; gnnsys's final evaluation is part of every run)."""
+    alternating round by round; DGL tests its model in the first `--peer-test-rounds`
+    rounds only (its inference is slow; gnnsys's final evaluation is part of every run)."""
     check_peer(config, args)
     runs = {"gnnsys": [], "dgl": []}
     with tempfile.TemporaryDirectory(prefix="bench-epoch-") as tmp:
@@ -275,7 +275,7 @@ def whole_epochs(config_path, config, args) -> dict:
         for r in range(args.rounds):
             for side in (["gnnsys", "dgl"] if r % 2 == 0 else ["dgl", "gnnsys"]):
                 run = (gnnsys_run(config_path, args, Path(tmp) / f"run-{r}") if side == "gnnsys"
-                       else dgl_run(config, args, arrays, test=r == 0))
+                       else dgl_run(config, args, arrays, test=r < args.peer_test_rounds))
                 runs[side].append(run)
                 print(f"round {r + 1} {side}: epochs {[round(e, 2) for e in run['epoch_s']]} s, "
                       f"test acc {_acc(run)}, load {harness.load_average()}", flush=True)
@@ -319,6 +319,9 @@ def main(argv=None):
     parser.add_argument("--peer", choices=["dgl"],
                         help="time whole epochs against this peer's loop instead (--epochs, --rounds)")
     parser.add_argument("--peer-python", help="the peer environment's python")
+    parser.add_argument("--peer-test-rounds", type=int, default=1,
+                        help="rounds whose peer run also tests its model (DGL's layer-wise "
+                             "inference: ~10 min on synthetic-products)")
     args = parser.parse_args(argv)
     overrides = args.set + ["train.progress=false", "run.checkpoint_every=0",
                             f"sampler.threads={args.threads}", "cluster.workers=1"]
