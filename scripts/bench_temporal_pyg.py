@@ -2,7 +2,10 @@
 
     python scripts/bench_temporal_pyg.py --config configs/tgn-wikipedia.yaml --epochs 5 --threads 2
 
-Epochs alternate, gnnsys then PyG (A B A B ...), so both see the same machine load.
+Each side runs in a process of its own, and their epochs alternate, gnnsys then PyG
+(A B A B ...): the parent lets one child run an epoch (training, then validation and
+test) while the other waits idle, so both see the same machine load and neither side's
+thread pools share a process with the other's.
 (a) gnnsys: the temporal mode as `gnnsys train` runs it (the one TrainingLoop, one
     process), with the config's settings and sampler.threads = torch threads = --threads;
     as in every run, small batches train on one torch thread (gnnsys/temporal/mode.py)
@@ -18,19 +21,23 @@ positive against the first negative of each event, one AP over the phase) at the
 with the best validation AP, evaluated as TGN does: validation continues from the
 training memory, the test from the validation memory.
 
-Both run in this one process, so both get the same OpenMP setting: gnnsys's default
-OMP_WAIT_POLICY=PASSIVE (idle threads sleep at once; gnnsys/__init__.py) unless the shell
-sets it, or GOMP_SPINCOUNT (idle threads spin that many times, then sleep). A spin speeds
-both up, PyG's many small ops more (BENCHMARKS.md); the header line prints the setting.
+Both children get the same OpenMP setting: gnnsys's default OMP_WAIT_POLICY=PASSIVE
+(idle threads sleep at once; gnnsys/__init__.py) unless the shell sets it, or
+GOMP_SPINCOUNT (idle threads spin that many times, then sleep). A spin speeds both up,
+PyG's many small ops more (BENCHMARKS.md); the header line prints the setting.
 
 Without edge features PyG's TGNMemory fails (its message store drops zero-width
 messages), so PyG gets one all-zero message column; torch-scatter / pyg-lib are not
 needed (PyG's pure-torch scatter fallbacks run).
 """
 import harness  # first: gnnsys sets the OpenMP wait default before torch loads OpenMP
+import json
 import os
 import statistics
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -159,30 +166,85 @@ class PygTGN:
         return {"epoch_s": seconds, "val_ap": val_ap, "test_ap": test_ap}
 
 
-# ---------------------------------------------------------------- the interleaved run
-def interleaved(loop, args) -> dict:
-    """The loop's run with a PyG epoch after each of its epochs; both sides' results."""
-    events = loop.mode.events
-    pyg = PygTGN(events, loop.mode.planner, loop.config, args.pyg_lr,
-                 args.seed)
-    pyg.epochs = args.epochs
-    train_events = events.train[1] - events.train[0]
-    gnnsys_s, pyg_records = [], []
-    gnnsys_epoch = loop._epoch
+# ---------------------------------------------------------------- one side per process
+SAY = "bench-temporal-pyg: "          # the protocol's lines on a child's stdout
 
-    def both(epoch: int) -> dict:                  # A then B, every epoch
-        record = gnnsys_epoch(epoch)
-        gnnsys_s.append(record["epoch_s"])
-        pyg_records.append(pyg.epoch(epoch))
-        r = pyg_records[-1]
-        print(f"epoch {epoch + 1}: gnnsys {train_events / record['epoch_s']:,.0f} ev/s "
-              f"val AP {record['val_ap']:.4f} | PyG {train_events / r['epoch_s']:,.0f} ev/s "
-              f"val AP {r['val_ap']:.4f} | load {harness.load_average()}", flush=True)
+
+def say(record: dict) -> None:
+    print(SAY + json.dumps(record), flush=True)
+
+
+def wait_for_turn() -> None:
+    if sys.stdin.readline().strip() != "go":
+        raise SystemExit("bench_temporal_pyg: the parent went away")
+
+
+def gnnsys_side(loop, args) -> None:
+    """The loop's run, each epoch (and the final evaluation) started by the parent."""
+    plain_epoch = loop._epoch
+
+    def gated(epoch: int) -> dict:
+        wait_for_turn()
+        record = plain_epoch(epoch)
+        say({"epoch_s": record["epoch_s"], "val_ap": record["val_ap"]})
+        if epoch + 1 == args.epochs:
+            wait_for_turn()                      # the final evaluation is a turn too
         return record
 
-    loop._epoch = both
-    return {"result": loop.run(), "gnnsys_s": gnnsys_s, "pyg": pyg_records,
-            "train_events": train_events, "torch_threads": loop.training_threads()}
+    loop._epoch = gated
+    result = loop.run()
+    events = loop.mode.events
+    say({"final": {"val_ap": result["val_ap"], "test_ap": result["test_ap"],
+                   "train_events": int(events.train[1] - events.train[0]),
+                   "torch_threads": loop.training_threads()}})
+
+
+def pyg_side(loop, args) -> None:
+    """PyG's example over the loop's events and negatives (the loop itself never trains)."""
+    torch.set_num_threads(args.threads)
+    pyg = PygTGN(loop.mode.events, loop.mode.planner, loop.config, args.pyg_lr, args.seed)
+    pyg.epochs = args.epochs
+    for epoch in range(args.epochs):
+        wait_for_turn()
+        say(pyg.epoch(epoch))
+
+
+def start_side(side: str, argv: list) -> subprocess.Popen:
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
+    return subprocess.Popen([sys.executable, __file__, "--side", side, *argv], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def turn(child: subprocess.Popen) -> dict:
+    """Let `child` run its next epoch; its record."""
+    child.stdin.write("go\n")
+    child.stdin.flush()
+    for line in child.stdout:
+        if line.startswith(SAY):
+            return json.loads(line[len(SAY):])
+    raise SystemExit(f"bench_temporal_pyg: the {child.args[3]} side stopped "
+                     f"(exit {child.wait()}); its error is above")
+
+
+def alternate(argv: list, args) -> dict:
+    """Both sides as children, epoch by epoch: gnnsys, then PyG."""
+    sides = {side: start_side(side, argv) for side in ("gnnsys", "pyg")}
+    try:
+        gnnsys_s, pyg_records = [], []
+        for epoch in range(args.epochs):
+            record = turn(sides["gnnsys"])
+            gnnsys_s.append(record["epoch_s"])
+            pyg_records.append(turn(sides["pyg"]))
+            print(f"epoch {epoch + 1}: gnnsys {record['epoch_s']:.2f} s val AP "
+                  f"{record['val_ap']:.4f} | PyG {pyg_records[-1]['epoch_s']:.2f} s val AP "
+                  f"{pyg_records[-1]['val_ap']:.4f} | load {harness.load_average()}", flush=True)
+        final = turn(sides["gnnsys"])["final"]
+    finally:
+        for child in sides.values():
+            child.stdin.close()
+            child.wait()
+    return {"result": final, "gnnsys_s": gnnsys_s, "pyg": pyg_records,
+            "train_events": final["train_events"], "torch_threads": final["torch_threads"]}
 
 
 def main(argv=None) -> None:
@@ -190,13 +252,21 @@ def main(argv=None) -> None:
                         seed=0, set=True)
     ap.add_argument("--pyg-lr", type=float, default=1e-4, help="examples/tgn.py's lr")
     ap.add_argument("--run-dir", default="runs/bench-temporal-pyg")
+    ap.add_argument("--side", choices=["gnnsys", "pyg"],
+                    help="(internal) run one side, its epochs started over stdin")
+    argv = sys.argv[1:] if argv is None else [str(a) for a in argv]
     args = ap.parse_args(argv)
-    config = load_config(args.config, [
-        f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
-        f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
-        f"run.dir={args.run_dir}", "train.device=cpu", *args.set])
+    if args.side:
+        config = load_config(args.config, [
+            f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
+            f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
+            f"run.dir={Path(args.run_dir) / args.side}", "train.device=cpu", *args.set])
+        side = gnnsys_side if args.side == "gnnsys" else pyg_side
+        harness.on_loop(config, lambda loop: side(loop, args))
+        return
+    config = load_config(args.config, args.set)
     load_start = harness.load_average()
-    run = harness.on_loop(config, lambda loop: interleaved(loop, args))[0]
+    run = alternate(argv, args)
     result, train_events = run["result"], run["train_events"]
     best = max(run["pyg"], key=lambda r: r["val_ap"])
     g_rate = train_events / statistics.median(run["gnnsys_s"])

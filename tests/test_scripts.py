@@ -230,6 +230,17 @@ def test_bench_cache(run):
     assert len(rows(out, "0.5")) == 2 and "Spearman" in out               # + the sampled table
 
 
+def test_bench_precision(run, tmp_path):
+    out = run("bench_precision", "--configs", "configs/quickstart.yaml", "--rounds", "1",
+              "--json", tmp_path / "p.json",
+              *sets(*MINIBATCH, "train.epochs=2", "model.layers=2"))
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert sorted(key.split("|")[1] for key in saved) == ["bf16", "fp32"]
+    [fp32], [bf16] = rows(out, "quickstart.yaml")[:1], rows(out, "quickstart.yaml")[1:]
+    assert (fp32[1], fp32[-1], bf16[1]) == ("fp32", "1.00x", "bf16")
+    assert all(0 < r["test"] <= 1 and r["epoch_s"] > 0 for rs in saved.values() for r in rs)
+
+
 def test_bench_feature_dtype(run):
     out = run("bench_feature_dtype", "--config", "configs/quickstart.yaml", "--workers", "1",
               "2", "--epochs", "1", *sets(*MINIBATCH))

@@ -94,9 +94,9 @@ class MinibatchMode(NodeClassificationMode):
         """Once, on the first batch: every layer's output rows and its messages, one per
         sampled edge (PyG's convs over edge_index gather them: SAGE as wide as the layer's
         input, GCN and GAT, which project first, as its output; SAGE's first layer may
-        project first too, so the narrower of the two there). Where the model averages
-        with a CSR product instead (`BlockGNN.mean_as_csr`) there are no messages, but the
-        averaged rows and both linear maps' outputs exist beside their sum."""
+        project first too, so the narrower of the two there). Where the model aggregates
+        with a CSR product instead (`BlockGNN.aggregates_as_csr`) there are no messages,
+        but the aggregated rows and the linear maps' outputs exist beside their sum."""
         from ..step_memory import check_step_fits
         m = self.config.model
         widths = [self.data.in_dim] + [m.hidden] * (len(batch.blocks) - 1) + \
@@ -104,7 +104,7 @@ class MinibatchMode(NodeClassificationMode):
         elements = 0
         for i, block in enumerate(batch.blocks):
             wide_in, wide_out = widths[i], widths[i + 1]
-            if self.model.mean_as_csr(i == 0 and is_sparse(batch.x), batch.x.device):
+            if self.model.aggregates_as_csr(i == 0 and is_sparse(batch.x), batch.x.device):
                 elements += block.num_dst * (wide_in + 3 * wide_out)
                 continue
             message = wide_in if m.arch == "sage" and i > 0 else min(wide_in, wide_out)

@@ -109,6 +109,29 @@ def test_residual_adds_the_hidden_input_in_both_forward_paths():
     assert not torch.allclose(plain.eval().inference(g), ref, atol=1e-3)   # it does add
 
 
+@pytest.mark.parametrize("in_dim, out_dim", [(6, 9), (9, 6)])     # sum first / project first
+def test_gcn_as_csr_equals_pygs_message_passing(in_dim, out_dim):
+    """The CSR GCN layer (edges in any order, repeated edges, a target without neighbours,
+    self loops) equals PyG's GCNConv over the same weighted edges, forward and gradient."""
+    from torch_geometric.nn import GCNConv
+    from gnnsys.models.block_gnn import _gcn_csr
+    torch.manual_seed(0)
+    conv = GCNConv(in_dim, out_dim, add_self_loops=False, normalize=False)
+    torch.nn.init.normal_(conv.bias)
+    src = torch.tensor([3, 1, 4, 4, 0, 6, 2, 5, 1])
+    dst = torch.tensor([1, 0, 2, 2, 0, 1, 3, 2, 0])          # target 4: no neighbours
+    weight, loop_weight = torch.rand(9), torch.rand(5)
+    x = torch.randn(7, in_dim, requires_grad=True)
+    got = _gcn_csr(conv, x, torch.stack([src, dst]), weight, loop_weight)
+    (grad_got,) = torch.autograd.grad(got.square().sum(), x)
+    loops = torch.arange(5)
+    want = conv(x, torch.stack([torch.cat([src, loops]), torch.cat([dst, loops])]),
+                torch.cat([weight, loop_weight]))[:5]
+    (grad_want,) = torch.autograd.grad(want.square().sum(), x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(grad_got, grad_want)
+
+
 def test_sage_mean_as_csr_equals_pygs_message_passing():
     """The CSR mean (edges in any order, repeated edges, a target without neighbours)
     equals PyG's SAGEConv, forward and gradient."""
