@@ -17,7 +17,7 @@ Variants before the last take their batches from a second sampler that gathers e
 first-layer source row, as the one before issue 34 did.
 
 With `--peer dgl` it times whole epochs instead: `gnnsys train` and DGL 2.1's own loop
-(scripts/dgl_epoch.py, run by the DGL environment's python that
+(scripts/peers/dgl_epoch.py, run by the DGL environment's python that
 scripts/setup_dgl_baseline.sh makes) on the very same graph arrays and settings, each run
 a process of its own, the two sides alternating run by run (`--rounds`), with both sides'
 test accuracy after the same epochs and their peak memory.
@@ -74,7 +74,7 @@ VARIANTS = {
     "gnnsys": {},
 }
 CONFIG = "configs/products-sage.yaml"          # issue 34's setting
-PEER_SCRIPT = Path(__file__).resolve().parent / "dgl_epoch.py"
+PEER_SCRIPT = Path(__file__).resolve().parent / "peers" / "dgl_epoch.py"  # DGL's venv runs it
 PEER_ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "test_idx")
 
 
@@ -233,7 +233,7 @@ def gnnsys_run(config_path, args, run_dir: Path) -> dict:
 
 
 def dgl_run(config, args, arrays: dict, test: bool) -> dict:
-    """DGL's loop (scripts/dgl_epoch.py) under --peer-python on the same arrays and settings;
+    """DGL's loop (scripts/peers/dgl_epoch.py) under --peer-python on the same arrays and settings;
     `test`: with its test pass (DGL's layer-wise inference: ~10 min on synthetic-products)."""
     command = [args.peer_python, str(PEER_SCRIPT), "--arrays", json.dumps(arrays),
                "--arch", config.model.arch, "--heads", str(config.model.heads),

@@ -301,14 +301,26 @@ def test_bench_epoch(run, tmp_path):
     assert block_gnn.relu_dropout is relu_dropout and block_gnn._sage_mean_csr is shipped_mean
 
 
+def test_the_dgl_peer_compiles_and_takes_what_bench_epoch_passes():
+    """scripts/peers/dgl_epoch.py runs in DGL's own venv (not installable here): at least it
+    compiles, and every option bench_epoch gives it is one it declares."""
+    peer = (SCRIPTS / "peers" / "dgl_epoch.py").read_text()
+    compile(peer, "dgl_epoch.py", "exec")
+    passed = set(re.findall(r'"(--[a-z-]+)"', (SCRIPTS / "bench_epoch.py").read_text()
+                            .split("def dgl_run", 1)[1].split("def ", 1)[0]))
+    declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', peer))
+    assert passed and passed <= declared, passed - declared
+
+
 def test_bench_epoch_against_a_peer(run, tmp_path):
     """--peer dgl: gnnsys train and the peer's loop on the same arrays, rounds alternating,
     the table of both (the peer here a stand-in python that checks what it is given)."""
     peer = tmp_path / "peer-python"
     peer.write_text(f"""#!{sys.executable}
-import json, sys
+import json, os, sys
 import numpy as np
 args = sys.argv[2:]
+assert sys.argv[1].endswith("peers/dgl_epoch.py") and os.path.isfile(sys.argv[1])
 arrays = json.loads(args[args.index("--arrays") + 1])
 assert np.load(arrays["indptr"], mmap_mode="r").shape == ({TINY_NODES + 1},)
 assert args[args.index("--fanouts") + 1:args.index("--fanouts") + 3] == ["5", "5"]
