@@ -206,10 +206,7 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int,
     sources (a target without any: a zero row). The sampler lists edges by target, so
     its rows need no sort; other edge lists are sorted by target first. `roots`: num_dst
     more rows, row num_dst + i selecting target i's own row."""
-    src, dst = edge_index
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
-        order = torch.argsort(dst, stable=True)
-        src, dst = src[order], dst[order]
+    src, dst = _by_target(edge_index)
     counts = torch.bincount(dst, minlength=num_dst)
     rows = 2 * num_dst if roots else num_dst
     indptr = torch.zeros(rows + 1, dtype=torch.int64, device=dst.device)
@@ -220,10 +217,7 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int,
         indptr[num_dst + 1:] = indptr[num_dst] + targets + 1
         src = torch.cat([src, targets])
         values = torch.cat([values, torch.ones(num_dst, device=dst.device)])
-    with warnings.catch_warnings():   # "sparse CSR support is in beta": known, wanted
-        warnings.simplefilter("ignore")
-        return torch.sparse_csr_tensor(indptr, src, values, size=(rows, num_src),
-                                       check_invariants=False)
+    return _csr(indptr, src, values, (rows, num_src))
 
 
 def gcn_adjacency(edge_index: torch.Tensor, weight: torch.Tensor, loop_weight: torch.Tensor,
@@ -231,10 +225,7 @@ def gcn_adjacency(edge_index: torch.Tensor, weight: torch.Tensor, loop_weight: t
     """The block's GCN weights as a CSR matrix [num_dst, num_src]: row i holds target i's
     sampled edges (the sampler lists them by target; others are sorted first), then its
     self loop, placed without a sort (each row's loop shifts later rows by one)."""
-    src, dst = edge_index
-    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
-        order = torch.argsort(dst, stable=True)
-        src, dst, weight = src[order], dst[order], weight[order]
+    src, dst, weight = _by_target(edge_index, weight)
     num_dst = loop_weight.numel()
     indptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst) + 1, 0, out=indptr[1:])
@@ -245,9 +236,23 @@ def gcn_adjacency(edge_index: torch.Tensor, weight: torch.Tensor, loop_weight: t
     columns[at_edges], values[at_edges] = src, weight
     columns[at_loops] = torch.arange(num_dst, device=dst.device)
     values[at_loops] = loop_weight
+    return _csr(indptr, columns, values, (num_dst, num_src))
+
+
+def _by_target(edge_index: torch.Tensor, *per_edge: torch.Tensor) -> tuple:
+    """(src, dst, *per_edge) ordered by target: as they are when already so (the
+    sampler's blocks), else stably sorted."""
+    src, dst = edge_index
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        return (src[order], dst[order], *(t[order] for t in per_edge))
+    return (src, dst, *per_edge)
+
+
+def _csr(indptr, columns, values, size) -> torch.Tensor:
     with warnings.catch_warnings():   # "sparse CSR support is in beta": known, wanted
         warnings.simplefilter("ignore")
-        return torch.sparse_csr_tensor(indptr, columns, values, size=(num_dst, num_src),
+        return torch.sparse_csr_tensor(indptr, columns, values, size=size,
                                        check_invariants=False)
 
 
