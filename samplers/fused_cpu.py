@@ -235,7 +235,7 @@ class FusedSampler:
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
             if self.aggregate and hop == len(self.fanouts) - 1:
-                # averaged in _finish_gather from the picks' global ids: no relabel
+                # averaged after the gather below, from the picks' global ids: no relabel
                 hop_sizes.append(num_known)
                 block_indptrs.append(block_indptr)
                 block_indices.append(self._candidates[:num_picks].copy())
