@@ -68,7 +68,7 @@ def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=No
     """The sampler for `sampler.device`: 'cpu' -> FusedSampler, 'cuda' -> GpuFusedSampler,
     'auto' -> the GPU one when a CUDA GPU is present, else the CPU one. `gpu_options`
     (budgets, hotness, adjacency_device_bytes, peer_devices, ...) go to the GPU one;
-    `aggregate` (the first layer's mean in the kernel) to the CPU one only."""
+    `aggregate` (the first layer's mean in the kernel) to either."""
     device = resolve_device(device)
     if device == "cpu":
         from samplers.fused_cpu import FusedSampler
@@ -76,16 +76,13 @@ def make_sampler(device: str, indptr, indices, fanouts, features=None, row_of=No
                             num_threads=num_threads,
                             num_buffers=gpu_options.get("num_buffers", 4),
                             aggregate=aggregate)
-    if aggregate:
-        raise ValueError("the GPU sampler does not average the first layer's sources "
-                         "(aggregate='mean' is the CPU kernel's)")
     if device == "cuda":
         if not cuda.is_available():
             raise RuntimeError("sampler.device is 'cuda' but numba finds no CUDA GPU "
                                "(numba.cuda.is_available() is False); install the gpu "
                                "extra on a GPU machine, or set sampler.device to auto or cpu")
         return GpuFusedSampler(indptr, indices, fanouts, features=features, row_of=row_of,
-                               **gpu_options)
+                               aggregate=aggregate, **gpu_options)
     raise ValueError(f"sampler.device is {device!r}; allowed: {', '.join(DEVICES)}")
 
 
@@ -115,6 +112,9 @@ class GpuFusedSampler:
     peer_devices: GPU ids holding the peer shards (None = allocate them on this GPU).
     lanes: threads per target / per copied row (32 = a warp); groups_per_block: targets
         per thread block.
+    aggregate: None, or "mean": the last hop's picks are averaged per target into
+        `x_agg` (kernels.sample_and_average) instead of being relabelled and gathered,
+        as FusedSampler(aggregate="mean") does; float32 rows, none missing.
     """
     device_resident = True        # sample(on_device=True) hands out its device buffers
 
@@ -122,7 +122,8 @@ class GpuFusedSampler:
                  budgets: TierBudgets | None = None, hotness=None,
                  placement: FeaturePlacement | None = None,
                  adjacency_device_bytes: int | None = None, peer_devices=None,
-                 lanes: int = 32, groups_per_block: int = 4, num_buffers: int = 4):
+                 lanes: int = 32, groups_per_block: int = 4, num_buffers: int = 4,
+                 aggregate: str | None = None):
         indptr, indices = checked_csr(indptr, indices, "GpuFusedSampler")
         self.num_nodes = indptr.size - 1
         self.fanouts = checked_fanouts(fanouts, "GpuFusedSampler")
@@ -145,6 +146,7 @@ class GpuFusedSampler:
         self.placement = self._place_features(features, row_of, budgets, hotness,
                                               placement, indptr)
         self._init_feature_tiers(features, peer_devices)
+        self.aggregate = self._checked_aggregate(aggregate, features)
         self._workspace = DeviceWorkspace()
         self._host_x_ring = [None] * num_buffers
         self._table_capacity = 0
@@ -197,6 +199,17 @@ class GpuFusedSampler:
         self.features_dtype = np.dtype(features.dtype)
         self._x_dtype, self._width = copyable(features[:0]).dtype, features.shape[1]
         self.can_miss = self.placement.num_misses > 0
+
+    def _checked_aggregate(self, aggregate, features):
+        if aggregate not in (None, "mean"):
+            raise ValueError(f"GpuFusedSampler: aggregate must be None or 'mean', got "
+                             f"{aggregate!r}")
+        if aggregate and (self.placement is None or features.dtype != np.float32
+                          or self.can_miss):
+            raise ValueError("GpuFusedSampler: aggregate='mean' needs float32 features "
+                             "with every row held by a tier (no misses): it reads the "
+                             "last hop's rows directly")
+        return aggregate
 
     def memory_report(self) -> dict:
         """Bytes per tier: {'features': {tier: bytes}, 'adjacency': {'device', 'host'},
@@ -278,6 +291,7 @@ class GpuFusedSampler:
                 self._tiers, x, is_missing, gather)
 
         hop_sizes, block_indptrs, block_indices = [num_known], [], []
+        x_agg = None
         for hop, fanout in enumerate(self.fanouts):
             num_targets = num_known
             counts = ws.get("counts", num_targets, np.int64)
@@ -286,6 +300,13 @@ class GpuFusedSampler:
                 kernels.count_picks[_per_item(num_targets)](
                     n_id, num_targets, np.int64(fanout), self._indptr, counts)
             num_picks = self._exclusive_scan(counts, num_targets, indptr_out)
+            if self.aggregate and hop == len(self.fanouts) - 1:
+                x_agg, sources = self._sample_and_average(hop, ring, num_targets, num_picks,
+                                                          n_id, indptr_out, batch_seed)
+                hop_sizes.append(num_known)
+                block_indptrs.append(indptr_out[:num_targets + 1])
+                block_indices.append(sources)
+                break
 
             keys, local_ids, first_pick = self._table_for(num_known + num_picks)
             picks = ws.get("picks", num_picks, np.int64)
@@ -327,7 +348,7 @@ class GpuFusedSampler:
             x_out = x[:num_known].view(self.features_dtype) if gather else None
             return SampledSubgraph(n_id=n_id[:num_known], hop_sizes=hop_sizes,
                                    block_indptr=block_indptrs, block_indices=block_indices,
-                                   x=x_out, missing=missing)
+                                   x=x_out, missing=missing, x_agg=x_agg)
         x_host = None
         if gather:
             x_host = self._host_x_buffer(ring, num_known)
@@ -338,9 +359,26 @@ class GpuFusedSampler:
             n_id=n_id[:num_known].copy_to_host() if num_known else np.empty(0, np.int64),
             hop_sizes=hop_sizes,
             block_indptr=[a.copy_to_host() for a in block_indptrs],
-            block_indices=[a.copy_to_host() if a.size else np.empty(0, np.int32)
+            block_indices=[a.copy_to_host() if a.size else np.empty(0, a.dtype)
                            for a in block_indices],
-            x=x_host, missing=missing)
+            x=x_host, missing=missing,
+            x_agg=None if x_agg is None else x_agg.copy_to_host())
+
+    def _sample_and_average(self, hop, ring, num_targets, num_picks, n_id, block_indptr,
+                            batch_seed):
+        """The last hop averaged in the kernel: (x_agg [targets, F], the picks' global
+        ids), device views into this ring slot's buffers."""
+        ws = self._workspace
+        x_agg = ws.get(f"x_agg{ring}", num_targets, np.float32, width=self._width)
+        sources = ws.get(f"block_sources{ring}", num_picks, np.int64)
+        picks = ws.get("picks", num_picks, np.int64)
+        if num_targets:
+            kernels.sample_and_average[_blocks(num_targets, self.groups_per_block),
+                                       (self.lanes, self.groups_per_block)](
+                n_id, num_targets, self._indptr, self._hot_start, self._hot_indices,
+                self._host_indices, block_indptr, batch_seed, np.uint64(hop), picks,
+                sources, self._location, self._tiers, x_agg)
+        return x_agg[:num_targets], sources[:num_picks]
 
     # ------------------------------------------------------------------ helpers
     def _exclusive_scan(self, values, n: int, out) -> int:

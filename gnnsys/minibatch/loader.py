@@ -31,7 +31,7 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
     from samplers.gpu_tiers import TierBudgets
     device = resolve_device(config.sampler.device)
     options = {"num_buffers": config.sampler.prefetch + 2}
-    if first_layer_in_sampler(config, device, features, row_of):
+    if first_layer_in_sampler(config, features, row_of):
         options["aggregate"] = "mean"
     if device != "cpu" and features is not None:
         features = densified(features, f"sampler.device={device}: the GPU sampler gathers "
@@ -46,12 +46,12 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
                         features=features, row_of=row_of, num_threads=threads, **options)
 
 
-def first_layer_in_sampler(config, device: str, features, row_of) -> bool:
+def first_layer_in_sampler(config, features, row_of) -> bool:
     """Whether the sampler averages the first layer's sampled sources itself instead of
-    gathering their rows (samplers/_aggregate.py): a mean first layer (GraphSAGE), the
-    CPU kernel, dense float32 rows, every one local (a worker holding part of the rows
-    fetches the others after sampling, so it gathers)."""
-    return (config.model.arch == "sage" and device == "cpu" and features is not None
+    gathering their rows (samplers/_aggregate.py, kernels.sample_and_average on a GPU):
+    a mean first layer (GraphSAGE), dense float32 rows, every one local (a worker holding
+    part of the rows fetches the others after sampling, so it gathers)."""
+    return (config.model.arch == "sage" and features is not None
             and not is_sparse(features) and features.dtype == np.float32 and row_of is None)
 
 

@@ -58,11 +58,10 @@ def config(arch="sage"):
 
 def test_the_loader_asks_for_the_mean_only_where_it_holds():
     indptr, indices, x = small_graph()
-    assert first_layer_in_sampler(config(), "cpu", x, None)
+    assert first_layer_in_sampler(config(), x, None)
     assert fused_sampler(config(), indptr, indices, x).aggregate == "mean"
-    assert not first_layer_in_sampler(config("gcn"), "cpu", x, None)
-    assert not first_layer_in_sampler(config("gat"), "cpu", x, None)
-    assert not first_layer_in_sampler(config(), "cuda", x, None)
-    assert not first_layer_in_sampler(config(), "cpu", x.astype(np.float16), None)
-    assert not first_layer_in_sampler(config(), "cpu", x, np.arange(len(x)))
-    assert not first_layer_in_sampler(config(), "cpu", None, None)
+    assert not first_layer_in_sampler(config("gcn"), x, None)
+    assert not first_layer_in_sampler(config("gat"), x, None)
+    assert not first_layer_in_sampler(config(), x.astype(np.float16), None)
+    assert not first_layer_in_sampler(config(), x, np.arange(len(x)))
+    assert not first_layer_in_sampler(config(), None, None)
