@@ -61,7 +61,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-from samplers._aggregate import mean_rows
+from samplers._aggregate import AGGREGATES, aggregate_rows
 from samplers._gather import (NO_MISSING_FLAGS, NO_ROW_MAP, as_bytes, gather_blocks,
                               gather_rows)
 from samplers._gather_csr import gather_csr_rows
@@ -120,10 +120,11 @@ class FusedSampler:
     num_buffers: size of the ring of reusable feature buffers (see module docstring).
     overlap_gather: gather known rows beside the serial relabel (see module docstring);
     off only to time the phases one after another.
-    aggregate: None, or "mean": the last hop's picks are averaged per target straight
-    from `features` into `x_agg` (samplers/_aggregate.py) instead of being relabelled
-    and gathered; n_id and x then stop at the last hop's targets (samplers/types.py).
-    Dense float32 features with every row local (no row_of) only.
+    aggregate: None, "mean" or "gcn": the last hop's picks are aggregated per target
+    straight from `features` into `x_agg` (samplers/_aggregate.py: SAGE's mean, GCN's
+    normalised sum with the self loop) instead of being relabelled and gathered; n_id
+    and x then stop at the last hop's targets (samplers/types.py). Dense float32
+    features with every row local (no row_of) only.
     After each call, `last_timings` holds seconds per phase (sample, relabel, gather,
     total) and `last_rows_gathered_beside_relabel` the rows gathered during relabels.
 
@@ -144,12 +145,14 @@ class FusedSampler:
         self._feature_bytes = (None if self.features is None or self.sparse
                                else as_bytes(self.features))
         self._row_map = NO_ROW_MAP if self.row_of is None else self.row_of
-        if aggregate not in (None, "mean"):
-            raise ValueError(f"FusedSampler: aggregate must be None or 'mean', got {aggregate!r}")
+        if aggregate is not None and aggregate not in AGGREGATES:
+            raise ValueError(f"FusedSampler: aggregate must be None, 'mean' or 'gcn', got "
+                             f"{aggregate!r}")
         if aggregate and (self._feature_bytes is None or self.features.dtype != np.float32
                           or self.row_of is not None):
-            raise ValueError("FusedSampler: aggregate='mean' needs dense float32 features with "
-                             "every row local (no row_of): it reads the last hop's rows directly")
+            raise ValueError(f"FusedSampler: aggregate={aggregate!r} needs dense float32 "
+                             "features with every row local (no row_of): it reads the last "
+                             "hop's rows directly")
         self.aggregate = aggregate
 
         max_threads = numba.config.NUMBA_NUM_THREADS
@@ -235,7 +238,7 @@ class FusedSampler:
             relabel_start = clock()
             spent["sample"] += relabel_start - phase_start
             if self.aggregate and hop == len(self.fanouts) - 1:
-                # averaged after the gather below, from the picks' global ids: no relabel
+                # aggregated after the gather below, from the picks' global ids: no relabel
                 hop_sizes.append(num_known)
                 block_indptrs.append(block_indptr)
                 block_indices.append(self._candidates[:num_picks].copy())
@@ -257,8 +260,9 @@ class FusedSampler:
         if self.aggregate:
             picks = block_indices[-1]
             x_agg = self._ring_buffer(num_known, ring=self._agg_ring, dtype=np.float32)
-            mean_rows(np.asarray(self.features), picks, block_indptrs[-1], num_known, x_agg,
-                      self.num_threads)
+            aggregate_rows(np.asarray(self.features), picks, block_indptrs[-1], self._n_id,
+                           num_known, self.indptr, self.aggregate == "gcn", x_agg,
+                           self.num_threads)
         n_id = self._n_id[:num_known].copy()
         finished = clock()
         spent["gather"] = finished - gather_start

@@ -38,6 +38,7 @@ import numpy as np
 from numba import cuda
 
 from samplers import gpu_kernels as kernels
+from samplers._aggregate import AGGREGATES
 from samplers._inputs import checked_csr, checked_fanouts, checked_row_of, checked_seeds
 from samplers.gpu_memory import (DeviceWorkspace, build_tier_tables, check_device_memory,
                                  copyable, host_table)
@@ -112,9 +113,9 @@ class GpuFusedSampler:
     peer_devices: GPU ids holding the peer shards (None = allocate them on this GPU).
     lanes: threads per target / per copied row (32 = a warp); groups_per_block: targets
         per thread block.
-    aggregate: None, or "mean": the last hop's picks are averaged per target into
-        `x_agg` (kernels.sample_and_average) instead of being relabelled and gathered,
-        as FusedSampler(aggregate="mean") does; float32 rows, none missing.
+    aggregate: None, "mean" or "gcn": the last hop's picks are aggregated per target
+        into `x_agg` (kernels.sample_and_aggregate) instead of being relabelled and
+        gathered, as FusedSampler's `aggregate` does; float32 rows, none missing.
     """
     device_resident = True        # sample(on_device=True) hands out its device buffers
 
@@ -201,14 +202,14 @@ class GpuFusedSampler:
         self.can_miss = self.placement.num_misses > 0
 
     def _checked_aggregate(self, aggregate, features):
-        if aggregate not in (None, "mean"):
-            raise ValueError(f"GpuFusedSampler: aggregate must be None or 'mean', got "
-                             f"{aggregate!r}")
+        if aggregate is not None and aggregate not in AGGREGATES:
+            raise ValueError(f"GpuFusedSampler: aggregate must be None, 'mean' or 'gcn', "
+                             f"got {aggregate!r}")
         if aggregate and (self.placement is None or features.dtype != np.float32
                           or self.can_miss):
-            raise ValueError("GpuFusedSampler: aggregate='mean' needs float32 features "
-                             "with every row held by a tier (no misses): it reads the "
-                             "last hop's rows directly")
+            raise ValueError(f"GpuFusedSampler: aggregate={aggregate!r} needs float32 "
+                             "features with every row held by a tier (no misses): it reads "
+                             "the last hop's rows directly")
         return aggregate
 
     def memory_report(self) -> dict:
@@ -301,8 +302,9 @@ class GpuFusedSampler:
                     n_id, num_targets, np.int64(fanout), self._indptr, counts)
             num_picks = self._exclusive_scan(counts, num_targets, indptr_out)
             if self.aggregate and hop == len(self.fanouts) - 1:
-                x_agg, sources = self._sample_and_average(hop, ring, num_targets, num_picks,
-                                                          n_id, indptr_out, batch_seed)
+                x_agg, sources = self._sample_and_aggregate(hop, ring, num_targets,
+                                                            num_picks, n_id, indptr_out,
+                                                            batch_seed)
                 hop_sizes.append(num_known)
                 block_indptrs.append(indptr_out[:num_targets + 1])
                 block_indices.append(sources)
@@ -364,20 +366,20 @@ class GpuFusedSampler:
             x=x_host, missing=missing,
             x_agg=None if x_agg is None else x_agg.copy_to_host())
 
-    def _sample_and_average(self, hop, ring, num_targets, num_picks, n_id, block_indptr,
-                            batch_seed):
-        """The last hop averaged in the kernel: (x_agg [targets, F], the picks' global
+    def _sample_and_aggregate(self, hop, ring, num_targets, num_picks, n_id, block_indptr,
+                              batch_seed):
+        """The last hop aggregated in the kernel: (x_agg [targets, F], the picks' global
         ids), device views into this ring slot's buffers."""
         ws = self._workspace
         x_agg = ws.get(f"x_agg{ring}", num_targets, np.float32, width=self._width)
         sources = ws.get(f"block_sources{ring}", num_picks, np.int64)
         picks = ws.get("picks", num_picks, np.int64)
         if num_targets:
-            kernels.sample_and_average[_blocks(num_targets, self.groups_per_block),
-                                       (self.lanes, self.groups_per_block)](
+            kernels.sample_and_aggregate[_blocks(num_targets, self.groups_per_block),
+                                         (self.lanes, self.groups_per_block)](
                 n_id, num_targets, self._indptr, self._hot_start, self._hot_indices,
                 self._host_indices, block_indptr, batch_seed, np.uint64(hop), picks,
-                sources, self._location, self._tiers, x_agg)
+                sources, self._location, self._tiers, self.aggregate == "gcn", x_agg)
         return x_agg[:num_targets], sources[:num_picks]
 
     # ------------------------------------------------------------------ helpers

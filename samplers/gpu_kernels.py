@@ -8,9 +8,9 @@ One hop of sampling is a short fixed sequence of launches, all on the device:
   their feature rows are copied, in the same kernel, from whichever tier holds them)
   -> relabel_picks (block indices = local ids).
 The seeds take the same path through insert_seeds and publish_seeds_and_gather.
-With the first layer's mean in the sampler (aggregate="mean") the last hop is one
-launch after its scan: sample_and_average draws the same picks and writes their mean
-row per target; nothing is inserted, relabelled or gathered.
+With the first layer's aggregation in the sampler (aggregate="mean" or "gcn") the last
+hop is one launch after its scan: sample_and_aggregate draws the same picks and writes
+their aggregate row per target; nothing is inserted, relabelled or gathered.
 
 Why this shape:
 - Deterministic output without atomics on the layout: each target owns the slice
@@ -34,6 +34,7 @@ float64).
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -351,16 +352,24 @@ def relabel_picks(picked_slots, num_picks, local_ids, block_indices):
         block_indices[p] = local_ids[picked_slots[p]]
 
 
+
+@cuda.jit(device=True)
+def read_feature(node, column, location, tiers):
+    """One float32 value of a node's feature row, from whichever tier holds it."""
+    where = location[node]
+    return np.float32(tiers[where >> TIER_SHIFT][where & ROW_MASK, column])
+
+
 @cuda.jit
-def sample_and_average(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
-                       block_indptr, batch_seed, hop, picks, picked_nodes, location, tiers,
-                       x_agg):
-    """The last hop with the first layer's mean (samplers/_aggregate.py on the CPU): a
-    group of lanes per target draws sample_hop's picks, lists their global ids and
-    writes x_agg[target] = the float32 mean of their feature rows (each scaled by
-    1/count before it is added, as the CPU kernel does), lanes striding the columns.
-    Every lane reads every pick's id itself (the same addresses across the group), so no
-    lane waits for another. Rows come from any tier; none may be missing."""
+def sample_and_aggregate(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
+                         block_indptr, batch_seed, hop, picks, picked_nodes, location, tiers,
+                         gcn, x_agg):
+    """The last hop with the first layer's aggregation (samplers/_aggregate.py on the
+    CPU, same weights, same order of the sums): a group of lanes per target draws
+    sample_hop's picks, lists their global ids and writes x_agg[target] = their mean
+    (or, `gcn`, their normalised sum plus the self loop), lanes striding the columns.
+    Every lane reads every pick's id itself (the same addresses across the group), so
+    no lane waits for another. Rows come from any tier; none may be missing."""
     lane, lanes, target = group_coordinates()
     if target >= num_targets:
         return
@@ -374,14 +383,20 @@ def sample_and_average(n_id, num_targets, indptr, hot_start, hot_indices, host_i
         k = i if take == degree else picks[offset + i]
         picked_nodes[offset + i] = neighbour(node, k, indptr, hot_start, hot_indices,
                                              host_indices)
-    weight = np.float32(0)
-    if take > 0:
-        weight = np.float32(1) / np.float32(take)
+    one, count, d = np.float32(1), np.float32(take if take > 0 else 1), np.float32(degree)
+    scale, loop = one / count, np.float32(0)
+    if gcn:
+        scale, loop = one / math.sqrt(d + one) * (d / count), one / (d + one)
     for column in range(lane, x_agg.shape[1], lanes):
         total = np.float32(0)
+        if gcn:
+            total = read_feature(node, column, location, tiers) * loop
         for i in range(take):
             k = i if take == degree else picks[offset + i]
-            where = location[neighbour(node, k, indptr, hot_start, hot_indices,
-                                       host_indices)]
-            total += np.float32(tiers[where >> TIER_SHIFT][where & ROW_MASK, column]) * weight
+            source = neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
+            weight = scale
+            if gcn:
+                weight = scale / math.sqrt(np.float32(indptr[source + 1] - indptr[source])
+                                           + one)
+            total += read_feature(source, column, location, tiers) * weight
         x_agg[target, column] = total

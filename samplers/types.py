@@ -13,9 +13,10 @@ Layout (SALIENT/PyG convention):
   sampler reuses across batches: copy it if you keep it past the next batch.
 - `missing`: positions in n_id whose rows no local tier holds (the distributed store
   fetches them); empty on a single machine.
-- `x_agg` (a sampler built with aggregate="mean"): [hop_sizes[-2], F] float32, row i the
-  mean of the feature rows of the last hop's sampled sources of target i (the first
-  layer's neighbour mean; zero where it has none). The last hop's sources are then not
+- `x_agg` (a sampler built with aggregate="mean" or "gcn"): [hop_sizes[-2], F] float32,
+  row i the aggregate of the feature rows of the last hop's sampled sources of target i
+  (samplers/_aggregate.py: the first layer's neighbour mean, zero where it has none, or
+  its GCN-normalised sum with the self loop). The last hop's sources are then not
   relabelled: `block_indices[-1]` lists their *global* ids, no node is added by the last
   hop (hop_sizes[-1] == hop_sizes[-2]), and n_id and x hold the last hop's targets only.
   Reused across batches like x.

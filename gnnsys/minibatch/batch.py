@@ -7,9 +7,9 @@ way the model applies them: `blocks[0]` consumes the input features, `blocks[-1]
 produces the seed outputs. Targets of a block are a prefix of its sources (the seeds
 come first in `n_id`), so `x[:block.num_dst]` are the target rows.
 
-Where the sampler averaged the first layer's sampled sources itself (`x_agg`, a mean first
-layer: samplers/_aggregate.py), `x` and `n_id` stop at the first layer's targets and
-`blocks[0]` has no edges: the model reads the neighbour mean from `x_agg`.
+Where the sampler aggregated the first layer's sampled sources itself (`x_agg`: SAGE's
+mean or GCN's normalised sum, samplers/_aggregate.py), `x` and `n_id` stop at the first
+layer's targets and `blocks[0]` has no edges: the model reads the aggregate from `x_agg`.
 """
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ class MiniBatch:
     y: torch.Tensor | None            # [num_seeds] labels (None at inference)
     blocks: list = field(default_factory=list)
     missing: torch.Tensor | None = None   # positions in x that a remote fetch must fill
-    x_agg: torch.Tensor | None = None     # [blocks[0].num_dst, F] the first layer's neighbour mean
+    x_agg: torch.Tensor | None = None     # [blocks[0].num_dst, F] the first layer's aggregate
 
     @property
     def num_seeds(self) -> int:
@@ -65,7 +65,7 @@ class MiniBatch:
         blocks = []
         for h in reversed(range(sub.num_hops)):
             num_dst, num_src = int(sub.hop_sizes[h]), int(sub.hop_sizes[h + 1])
-            if sub.x_agg is not None and h == sub.num_hops - 1:     # averaged by the sampler
+            if sub.x_agg is not None and h == sub.num_hops - 1:     # aggregated by the sampler
                 blocks.append(Block(edge_index=torch.empty(2, 0, dtype=torch.long,
                                                            device=n_id.device),
                                     num_src=num_dst, num_dst=num_dst))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..models.block_gnn import FIRST_LAYER_AGGREGATES
 from ..prefetch import prefetched
 from ..sparse_features import densified, is_sparse
 from .batch import MiniBatch
@@ -26,13 +27,12 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
     hotness is an array over all nodes. Default: `cache.device_fraction` of the rows on
     the device, hottest by degree, the rest in pinned host memory. The GPU kernel gathers
     dense rows: sparse (CSR) features are densified for it, with a logged line. Where
-    `first_layer_in_sampler` says so, the kernel also averages the first layer's sources."""
+    `first_layer_aggregate` says so, the kernel also aggregates the first layer's sources."""
     from samplers.fused_gpu import make_sampler, resolve_device
     from samplers.gpu_tiers import TierBudgets
     device = resolve_device(config.sampler.device)
     options = {"num_buffers": config.sampler.prefetch + 2}
-    if first_layer_in_sampler(config, features, row_of):
-        options["aggregate"] = "mean"
+    options["aggregate"] = first_layer_aggregate(config, features, row_of)
     if device != "cpu" and features is not None:
         features = densified(features, f"sampler.device={device}: the GPU sampler gathers "
                              "dense rows (sampler.device=cpu keeps them sparse)")
@@ -46,13 +46,16 @@ def fused_sampler(config, indptr, indices, features, *, row_of=None, threads=Non
                         features=features, row_of=row_of, num_threads=threads, **options)
 
 
-def first_layer_in_sampler(config, features, row_of) -> bool:
-    """Whether the sampler averages the first layer's sampled sources itself instead of
-    gathering their rows (samplers/_aggregate.py, kernels.sample_and_average on a GPU):
-    a mean first layer (GraphSAGE), dense float32 rows, every one local (a worker holding
-    part of the rows fetches the others after sampling, so it gathers)."""
-    return (config.model.arch == "sage" and features is not None
-            and not is_sparse(features) and features.dtype == np.float32 and row_of is None)
+def first_layer_aggregate(config, features, row_of) -> str | None:
+    """The aggregation the sampler does for the first layer instead of gathering its
+    sources' rows (samplers/_aggregate.py), or None: where the first layer is linear in
+    those rows (SAGE's mean, GCN's normalised sum), the rows dense float32 and every one
+    local (a worker holding part of the rows fetches the others after sampling, so it
+    gathers)."""
+    if (features is None or is_sparse(features) or features.dtype != np.float32
+            or row_of is not None):
+        return None
+    return FIRST_LAYER_AGGREGATES.get(config.model.arch)
 
 
 def store_sampler(config, indptr, indices, store):

@@ -95,8 +95,9 @@ class MinibatchMode(NodeClassificationMode):
         sampled edge (PyG's convs over edge_index gather them: SAGE as wide as the layer's
         input, GCN and GAT, which project first, as its output; SAGE's first layer may
         project first too, so the narrower of the two there). Where the model aggregates
-        with a CSR product instead (`BlockGNN.aggregates_as_csr`) there are no messages,
-        but the aggregated rows and the linear maps' outputs exist beside their sum."""
+        over CSR rows instead (`BlockGNN.aggregates_as_csr`) there are no messages, but
+        the aggregated rows and the linear maps' outputs exist beside their sum (GAT:
+        every source row projected, and a few numbers per edge and head)."""
         from ..step_memory import check_step_fits
         m = self.config.model
         widths = [self.data.in_dim] + [m.hidden] * (len(batch.blocks) - 1) + \
@@ -105,7 +106,11 @@ class MinibatchMode(NodeClassificationMode):
         for i, block in enumerate(batch.blocks):
             wide_in, wide_out = widths[i], widths[i + 1]
             if self.model.aggregates_as_csr(i == 0 and is_sparse(batch.x), batch.x.device):
-                elements += block.num_dst * (wide_in + 3 * wide_out)
+                if m.arch == "gat":
+                    elements += (block.num_src + 2 * block.num_dst) * wide_out
+                    elements += 4 * m.heads * (block.edge_index.shape[1] + block.num_dst)
+                else:
+                    elements += block.num_dst * (wide_in + 3 * wide_out)
                 continue
             message = wide_in if m.arch == "sage" and i > 0 else min(wide_in, wide_out)
             elements += block.num_dst * wide_out + block.edge_index.shape[1] * message

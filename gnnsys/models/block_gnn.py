@@ -26,10 +26,14 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from ..sparse_features import first_rows, is_sparse, row_tensor
+from .attention import gat_csr
 from .dropout import relu_dropout
 from .norm import NORM_LAYERS
 
 ARCHS = ("sage", "gcn", "gat")
+# The fused sampler's first-layer aggregation (samplers/_aggregate.py) for each arch whose
+# first layer is linear in its sources' rows.
+FIRST_LAYER_AGGREGATES = {"sage": "mean", "gcn": "gcn"}
 
 
 def _make_conv(arch: str, in_dim: int, out_dim: int, heads: int, last: bool):
@@ -81,16 +85,18 @@ class BlockGNN(nn.Module):
 
     def layer(self, i: int, x: torch.Tensor, edge_index: torch.Tensor, num_dst: int,
               n_id: torch.Tensor | None = None, x_agg: torch.Tensor | None = None):
-        """Layer i over a block; `x_agg`: its targets' neighbour mean, averaged by the
-        sampler (SAGE's first layer, samplers/_aggregate.py), x then the targets' rows."""
+        """Layer i over a block; `x_agg`: its targets' aggregated sources, aggregated by
+        the sampler (the first layer: SAGE's neighbour mean, GCN's whole normalised sum;
+        samplers/_aggregate.py), x then the targets' rows."""
         conv = self.convs[i]
         if x.dtype == torch.float16:      # features stored as float16 (dataset.feature_dtype)
             x = x.float()
         if x_agg is not None:
-            if self.arch != "sage":
-                raise ValueError(f"the sampler averaged the first layer's sources, which only "
-                                 f"model.arch sage reads; this model is {self.arch}")
-            out = _sage_sum(conv, x_agg, x[:num_dst])
+            if self.arch not in FIRST_LAYER_AGGREGATES:
+                raise ValueError(f"the sampler aggregated the first layer's sources, which "
+                                 f"only model.arch sage and gcn read; this model is {self.arch}")
+            out = (_sage_sum(conv, x_agg, x[:num_dst]) if self.arch == "sage"
+                   else F.linear(x_agg, conv.lin.weight, conv.bias))
         elif self.arch == "gcn":
             weight, loop_weight = self._gcn_weights(edge_index, num_dst, n_id)
             if self.aggregates_as_csr(is_sparse(x), x.device):
@@ -101,6 +107,8 @@ class BlockGNN(nn.Module):
                            torch.cat([weight, loop_weight]))[:num_dst]
         elif self.arch == "sage" and is_sparse(x):
             out = _sage_projecting_first(conv, x, edge_index, num_dst)
+        elif self.arch == "gat" and self.aggregates_as_csr(is_sparse(x), x.device):
+            out = gat_csr(conv, x, *gat_rows(edge_index, num_dst), self.training)
         elif self.aggregates_as_csr(is_sparse(x), x.device):
             out = _sage_mean_csr(conv, x, edge_index, num_dst)
         else:
@@ -108,10 +116,11 @@ class BlockGNN(nn.Module):
         return self._activate(i, out, x)
 
     def aggregates_as_csr(self, sparse_input: bool, device: torch.device) -> bool:
-        """Whether a layer aggregates its sources with one CSR product (no per-edge
-        messages): SAGE's mean and GCN's normalised sum, on dense rows on the CPU. On a GPU
-        PyG's message passing stays (the CSR path is not yet measured there)."""
-        return self.arch in ("sage", "gcn") and not sparse_input and device.type == "cpu"
+        """Whether a layer aggregates its sources over CSR rows (no per-edge messages):
+        SAGE's mean and GCN's normalised sum as one sparse product, GAT's weighted sum in
+        gnnsys/models/attention.py; on dense rows on the CPU. On a GPU PyG's message
+        passing stays (the CSR paths are not yet measured there)."""
+        return not sparse_input and device.type == "cpu"
 
     def _activate(self, i: int, out: torch.Tensor, x_src: torch.Tensor) -> torch.Tensor:
         """Norm, ReLU and dropout after every layer but the last; with model.residual a
@@ -223,20 +232,38 @@ def mean_adjacency(edge_index: torch.Tensor, num_dst: int, num_src: int,
 def gcn_adjacency(edge_index: torch.Tensor, weight: torch.Tensor, loop_weight: torch.Tensor,
                   num_src: int) -> torch.Tensor:
     """The block's GCN weights as a CSR matrix [num_dst, num_src]: row i holds target i's
-    sampled edges (the sampler lists them by target; others are sorted first), then its
-    self loop, placed without a sort (each row's loop shifts later rows by one)."""
+    sampled edges, then its self loop (`_rows_with_loops`)."""
     src, dst, weight = _by_target(edge_index, weight)
     num_dst = loop_weight.numel()
+    indptr, columns, at_edges, at_loops = _rows_with_loops(src, dst, num_dst)
+    values = torch.empty(columns.numel(), dtype=weight.dtype, device=dst.device)
+    values[at_edges], values[at_loops] = weight, loop_weight
+    return _csr(indptr, columns, values, (num_dst, num_src))
+
+
+def gat_rows(edge_index: torch.Tensor, num_dst: int) -> tuple:
+    """(indptr, columns) of the block's rows as GATConv sees them: the sampled edges less
+    any self loop, then one self loop per target (`_rows_with_loops`)."""
+    src, dst = _by_target(edge_index)
+    distinct = src != dst
+    if not bool(distinct.all()):
+        src, dst = src[distinct], dst[distinct]
+    indptr, columns, _, _ = _rows_with_loops(src, dst, num_dst)
+    return indptr, columns
+
+
+def _rows_with_loops(src: torch.Tensor, dst: torch.Tensor, num_dst: int) -> tuple:
+    """CSR layout of edges ordered by target with each target's self loop after its edges,
+    placed without a sort (each row's loop shifts later rows by one): (indptr, columns,
+    the edges' positions, the loops' positions)."""
     indptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst) + 1, 0, out=indptr[1:])
     at_edges = torch.arange(dst.numel(), device=dst.device) + dst
     at_loops = indptr[1:] - 1
     columns = torch.empty(dst.numel() + num_dst, dtype=torch.int64, device=dst.device)
-    values = torch.empty(dst.numel() + num_dst, dtype=weight.dtype, device=dst.device)
-    columns[at_edges], values[at_edges] = src, weight
+    columns[at_edges] = src
     columns[at_loops] = torch.arange(num_dst, device=dst.device)
-    values[at_loops] = loop_weight
-    return _csr(indptr, columns, values, (num_dst, num_src))
+    return indptr, columns, at_edges, at_loops
 
 
 def _by_target(edge_index: torch.Tensor, *per_edge: torch.Tensor) -> tuple:
