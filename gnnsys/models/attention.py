@@ -120,21 +120,36 @@ def gat_csr(conv: GATConv, x: torch.Tensor, indptr: torch.Tensor, columns: torch
     given as CSR rows of sources per target, each row holding its target's self loop
     and no other (see `gat_rows`): the same logits, softmax and dropout of the weights,
     head concat or mean and bias, with the weighted sum in `_WeightedSum`. float32."""
+    with torch.autocast(device_type=x.device.type, enabled=False):
+        projected, from_source, at_target = gat_inputs(conv, x)
+        return gat_attend(conv, projected, from_source, at_target[:indptr.numel() - 1],
+                          indptr, columns, training)
+
+
+def gat_inputs(conv: GATConv, x: torch.Tensor) -> tuple:
+    """Per row of x: (its projection [rows, heads, width], its attention term as a source
+    and as a target [rows, heads]). float32. Layer-wise inference computes them once
+    for every node of the graph."""
+    heads, width = conv.heads, conv.out_channels
+    x, weight = x.float(), conv.lin.weight
+    projected = F.linear(x, weight).view(-1, heads, width)
+    # <x W_h, att_h> = x <W_h, att_h>: each head's attention term straight from x
+    # through a [heads, in] map (no [rows, heads, width] product and its backward)
+    by_head = weight.view(heads, width, -1)
+    return (projected, F.linear(x, (conv.att_src.view(heads, width, 1) * by_head).sum(1)),
+            F.linear(x, (conv.att_dst.view(heads, width, 1) * by_head).sum(1)))
+
+
+def gat_attend(conv: GATConv, projected, from_source, at_target, indptr, columns,
+               training: bool) -> torch.Tensor:
+    """GATConv's output for the rows' targets (`at_target`: theirs, in row order) from
+    the sources' `gat_inputs` (rows of them indexed by `columns`)."""
     heads, width = conv.heads, conv.out_channels
     num_dst = indptr.numel() - 1
-    with torch.autocast(device_type=x.device.type, enabled=False):
-        x, weight = x.float(), conv.lin.weight
-        projected = F.linear(x, weight).view(-1, heads, width)
-        # <x W_h, att_h> = x <W_h, att_h>: each head's attention term straight from x
-        # through a [heads, in] map (no [rows, heads, width] product and its backward)
-        by_head = weight.view(heads, width, -1)
-        from_source = F.linear(x, (conv.att_src.view(heads, width, 1) * by_head).sum(1))
-        at_target = F.linear(x[:num_dst], (conv.att_dst.view(heads, width, 1) * by_head).sum(1))
-        rows = torch.repeat_interleave(torch.arange(num_dst, device=x.device),
-                                       torch.diff(indptr), output_size=columns.numel())
-        logits = F.leaky_relu(from_source[columns] + at_target[rows], conv.negative_slope)
-        alpha = F.dropout(softmax(logits, ptr=indptr, num_nodes=num_dst), conv.dropout,
-                          training)
-        out = _WeightedSum.apply(indptr, columns, alpha, projected)
-        out = out.reshape(num_dst, heads * width) if conv.concat else out.mean(1)
-        return out if conv.bias is None else out + conv.bias
+    rows = torch.repeat_interleave(torch.arange(num_dst, device=indptr.device),
+                                   torch.diff(indptr), output_size=columns.numel())
+    logits = F.leaky_relu(from_source[columns] + at_target[rows], conv.negative_slope)
+    alpha = F.dropout(softmax(logits, ptr=indptr, num_nodes=num_dst), conv.dropout, training)
+    out = _WeightedSum.apply(indptr, columns, alpha, projected)
+    out = out.reshape(num_dst, heads * width) if conv.concat else out.mean(1)
+    return out if conv.bias is None else out + conv.bias

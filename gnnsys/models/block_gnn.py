@@ -26,7 +26,7 @@ from torch import nn
 from torch_geometric.nn import GATConv, GCNConv, SAGEConv
 
 from ..sparse_features import first_rows, is_sparse, row_tensor
-from .attention import gat_csr
+from .attention import gat_attend, gat_csr, gat_inputs
 from .dropout import relu_dropout
 from .norm import NORM_LAYERS
 
@@ -161,16 +161,26 @@ class BlockGNN(nn.Module):
         steps = range(0, n, batch_size)
         for i in range(layers or len(self.convs)):
             outs = LayerRows(n)
-            by_global_id = self.arch == "sage" and not ((sparse or half) and i == 0)
+            # SAGE, and GAT over CSR rows, read sources by global id: no relabelling
+            by_global_id = ((self.arch == "sage" or (self.arch == "gat" and self.aggregates_as_csr(
+                False, torch.device(device)))) and not ((sparse or half) and i == 0))
             x_on_device = x.to(device) if by_global_id else None
+            # GAT projects every node once per layer, not once per batch that reads it
+            gat = (gat_inputs(self.convs[i], x_on_device)
+                   if by_global_id and self.arch == "gat" else None)
             for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
                 stop = min(start + batch_size, n)
                 lo, hi = int(indptr[start]), int(indptr[stop])
                 src = indices[lo:hi]
                 dst = torch.repeat_interleave(torch.arange(stop - start),
                                               indptr[start + 1:stop + 1] - indptr[start:stop])
+                if gat is not None:
+                    rows = gat_rows(torch.stack([src, dst]), stop - start, first_target=start)
+                    out = gat_attend(self.convs[i], gat[0], gat[1], gat[2][start:stop], *rows,
+                                     False)
+                    outs.put(start, self._activate(i, out, x_on_device[start:stop]))
+                    continue
                 if by_global_id:
-                    # SAGE reads sources by global id straight from x: no relabelling
                     ei = torch.stack([src, dst]).to(device)
                     out = self.convs[i]((x_on_device, x_on_device[start:stop]), ei)
                     outs.put(start, self._activate(i, out, x_on_device[start:stop]).cpu())
@@ -241,28 +251,31 @@ def gcn_adjacency(edge_index: torch.Tensor, weight: torch.Tensor, loop_weight: t
     return _csr(indptr, columns, values, (num_dst, num_src))
 
 
-def gat_rows(edge_index: torch.Tensor, num_dst: int) -> tuple:
+def gat_rows(edge_index: torch.Tensor, num_dst: int, first_target: int = 0) -> tuple:
     """(indptr, columns) of the block's rows as GATConv sees them: the sampled edges less
-    any self loop, then one self loop per target (`_rows_with_loops`)."""
+    any self loop, then one self loop per target (`_rows_with_loops`). Target i is
+    source first_target + i (0 in a block; layer-wise inference numbers sources by
+    global id)."""
     src, dst = _by_target(edge_index)
-    distinct = src != dst
+    distinct = src != dst + first_target
     if not bool(distinct.all()):
         src, dst = src[distinct], dst[distinct]
-    indptr, columns, _, _ = _rows_with_loops(src, dst, num_dst)
+    indptr, columns, _, _ = _rows_with_loops(src, dst, num_dst, first_target)
     return indptr, columns
 
 
-def _rows_with_loops(src: torch.Tensor, dst: torch.Tensor, num_dst: int) -> tuple:
-    """CSR layout of edges ordered by target with each target's self loop after its edges,
-    placed without a sort (each row's loop shifts later rows by one): (indptr, columns,
-    the edges' positions, the loops' positions)."""
+def _rows_with_loops(src: torch.Tensor, dst: torch.Tensor, num_dst: int,
+                     first_target: int = 0) -> tuple:
+    """CSR layout of edges ordered by target with each target's self loop (target i is
+    source first_target + i) after its edges, placed without a sort (each row's loop
+    shifts later rows by one): (indptr, columns, the edges' positions, the loops')."""
     indptr = torch.zeros(num_dst + 1, dtype=torch.int64, device=dst.device)
     torch.cumsum(torch.bincount(dst, minlength=num_dst) + 1, 0, out=indptr[1:])
     at_edges = torch.arange(dst.numel(), device=dst.device) + dst
     at_loops = indptr[1:] - 1
     columns = torch.empty(dst.numel() + num_dst, dtype=torch.int64, device=dst.device)
     columns[at_edges] = src
-    columns[at_loops] = torch.arange(num_dst, device=dst.device)
+    columns[at_loops] = torch.arange(first_target, first_target + num_dst, device=dst.device)
     return indptr, columns, at_edges, at_loops
 
 

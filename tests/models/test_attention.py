@@ -94,3 +94,11 @@ def test_block_gnn_gat_on_the_cpu_takes_the_csr_path_and_equals_pyg():
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
     assert model.aggregates_as_csr(False, x.device)
     assert not model.aggregates_as_csr(True, x.device)
+
+
+def test_gat_rows_number_targets_from_first_target():
+    """Layer-wise inference: sources by global id, target i is node first_target + i."""
+    edge_index = torch.tensor([[12, 11, 10, 3], [1, 0, 0, 1]])     # (10 -> target 0) loops
+    indptr, columns = gat_rows(edge_index, 2, first_target=10)
+    assert indptr.tolist() == [0, 2, 5]
+    assert columns.tolist() == [11, 10, 12, 3, 11]
