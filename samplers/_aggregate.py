@@ -16,6 +16,8 @@ The weights are the model's (gnnsys/models/block_gnn.py), from the graph's in-de
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -26,16 +28,32 @@ AGGREGATES = ("mean", "gcn")
 AGGREGATE_BLOCK = 256
 
 
-@njit(nogil=True, cache=True)
-def pick_weights(indptr, node, num_picks, gcn):
-    """(the target's scale, its self-loop weight): a pick s weighs scale (mean) or
-    scale * (d_s + 1)^-1/2 (gcn); see the module docstring."""
-    if not gcn:
-        return np.float32(1.0) / np.float32(max(num_picks, 1)), np.float32(0.0)
-    degree = np.float32(indptr[node + 1] - indptr[node])
-    scale = (np.float32(1.0) / np.sqrt(degree + np.float32(1.0))
-             * (degree / np.float32(max(num_picks, 1))))
-    return scale, np.float32(1.0) / (degree + np.float32(1.0))
+def build_weights(device_function):
+    """The weight functions compiled by `device_function`: numba's njit for the CPU
+    kernel, cuda.jit(device=True) for the GPU one (samplers/gpu_kernels.py). One source
+    for both, so their sums cannot drift apart. Returns (target_weights, source_weight)."""
+
+    @device_function
+    def target_weights(degree, num_picks, gcn):
+        """(scale, self-loop weight) of a target of in-degree `degree` with `num_picks`
+        picks; a pick of in-degree d_s weighs source_weight(scale, d_s, gcn)."""
+        one = np.float32(1.0)
+        count = np.float32(num_picks if num_picks > 0 else 1)
+        if not gcn:
+            return one / count, np.float32(0.0)
+        d = np.float32(degree)
+        return one / math.sqrt(d + one) * (d / count), one / (d + one)
+
+    @device_function
+    def source_weight(scale, degree, gcn):
+        if not gcn:
+            return scale
+        return scale / math.sqrt(np.float32(degree) + np.float32(1.0))
+
+    return target_weights, source_weight
+
+
+target_weights, source_weight = build_weights(njit(inline="always", cache=True))
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -58,14 +76,11 @@ def aggregate_rows(features, picks, block_indptr, targets, num_targets, indptr, 
                            min((block + 1) * AGGREGATE_BLOCK, num_targets)):
                 begin, end = block_indptr[i], block_indptr[i + 1]
                 node = targets[i]
-                scale, loop = pick_weights(indptr, node, end - begin, gcn)
+                scale, loop = target_weights(indptr[node + 1] - indptr[node], end - begin, gcn)
                 for k in range(width):
                     out[i, k] = np.float32(features[node, k]) * loop if gcn else 0
                 for e in range(begin, end):
                     row = picks[e]
-                    weight = scale
-                    if gcn:
-                        weight = scale / np.sqrt(np.float32(indptr[row + 1] - indptr[row])
-                                                 + np.float32(1.0))
+                    weight = source_weight(scale, indptr[row + 1] - indptr[row], gcn)
                     for k in range(width):
                         out[i, k] += np.float32(features[row, k]) * weight

@@ -34,12 +34,12 @@ float64).
 """
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
 from numba import cuda
 
+from samplers._aggregate import build_weights
 from samplers.rng import build_streams
 from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
 
@@ -99,6 +99,8 @@ NO_PICK = np.iinfo(np.int64).max      # first_pick of a slot no pick has claimed
 # device functions from the same source: the GPU draws are the CPU draws, bit for bit.
 mix64, stream_state, next_u64, uniform_below, floyd_positions = build_streams(
     cuda.jit(device=True))
+# The first-layer aggregate's weights: the CPU kernel's (samplers/_aggregate.py).
+target_weights, source_weight = build_weights(cuda.jit(device=True))
 
 
 # ------------------------------------------------------------------ device helpers
@@ -146,6 +148,29 @@ def neighbour(node, k, indptr, hot_start, hot_indices, host_indices):
     if start >= 0:
         return np.int64(hot_indices[start + k])
     return np.int64(host_indices[indptr[node] + k])
+
+
+@cuda.jit(device=True)
+def draw_picks(n_id, target, indptr, block_indptr, batch_seed, hop, picks):
+    """(node, degree, offset, take) of a hop's target, its Floyd positions (the CPU
+    sampler's exact draws) written to picks[offset:offset + take] when it takes fewer
+    than all its neighbours. Every lane of the group computes the same picks and stores
+    the same values, so each lane can read back the whole list without waiting."""
+    node = n_id[target]
+    degree = indptr[node + 1] - indptr[node]
+    offset = block_indptr[target]
+    take = block_indptr[target + 1] - offset
+    if take < degree:
+        floyd_positions(batch_seed, hop, target, degree, take, picks, offset)
+    return node, degree, offset, take
+
+
+@cuda.jit(device=True)
+def picked_neighbour(i, node, degree, offset, take, picks, indptr, hot_start, hot_indices,
+                     host_indices):
+    """The id of the target's i-th pick (all neighbours in CSR order when it takes them all)."""
+    k = i if take == degree else picks[offset + i]
+    return neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
 
 
 @cuda.jit(device=True)
@@ -297,17 +322,11 @@ def sample_hop(n_id, num_targets, indptr, hot_start, hot_indices, host_indices,
     lane, lanes, target = group_coordinates()
     if target >= num_targets:
         return
-    node = n_id[target]
-    degree = indptr[node + 1] - indptr[node]
-    offset = block_indptr[target]
-    take = block_indptr[target + 1] - offset
-    if take < degree:
-        # Every lane computes the same picks and stores the same values, so each lane
-        # can read back the whole list without waiting for the others.
-        floyd_positions(batch_seed, hop, target, degree, take, picks, offset)
+    node, degree, offset, take = draw_picks(n_id, target, indptr, block_indptr, batch_seed,
+                                            hop, picks)
     for i in range(lane, take, lanes):
-        k = i if take == degree else picks[offset + i]
-        node_id = neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
+        node_id = picked_neighbour(i, node, degree, offset, take, picks, indptr, hot_start,
+                                   hot_indices, host_indices)
         picked_nodes[offset + i] = node_id
         slot = find_or_insert(keys, table_mask, node_id)
         picked_slots[offset + i] = slot
@@ -352,7 +371,6 @@ def relabel_picks(picked_slots, num_picks, local_ids, block_indices):
         block_indices[p] = local_ids[picked_slots[p]]
 
 
-
 @cuda.jit(device=True)
 def read_feature(node, column, location, tiers):
     """One float32 value of a node's feature row, from whichever tier holds it."""
@@ -373,30 +391,20 @@ def sample_and_aggregate(n_id, num_targets, indptr, hot_start, hot_indices, host
     lane, lanes, target = group_coordinates()
     if target >= num_targets:
         return
-    node = n_id[target]
-    degree = indptr[node + 1] - indptr[node]
-    offset = block_indptr[target]
-    take = block_indptr[target + 1] - offset
-    if take < degree:
-        floyd_positions(batch_seed, hop, target, degree, take, picks, offset)
+    node, degree, offset, take = draw_picks(n_id, target, indptr, block_indptr, batch_seed,
+                                            hop, picks)
     for i in range(lane, take, lanes):
-        k = i if take == degree else picks[offset + i]
-        picked_nodes[offset + i] = neighbour(node, k, indptr, hot_start, hot_indices,
-                                             host_indices)
-    one, count, d = np.float32(1), np.float32(take if take > 0 else 1), np.float32(degree)
-    scale, loop = one / count, np.float32(0)
-    if gcn:
-        scale, loop = one / math.sqrt(d + one) * (d / count), one / (d + one)
+        picked_nodes[offset + i] = picked_neighbour(i, node, degree, offset, take, picks,
+                                                    indptr, hot_start, hot_indices,
+                                                    host_indices)
+    scale, loop = target_weights(degree, take, gcn)
     for column in range(lane, x_agg.shape[1], lanes):
         total = np.float32(0)
         if gcn:
             total = read_feature(node, column, location, tiers) * loop
         for i in range(take):
-            k = i if take == degree else picks[offset + i]
-            source = neighbour(node, k, indptr, hot_start, hot_indices, host_indices)
-            weight = scale
-            if gcn:
-                weight = scale / math.sqrt(np.float32(indptr[source + 1] - indptr[source])
-                                           + one)
+            source = picked_neighbour(i, node, degree, offset, take, picks, indptr,
+                                      hot_start, hot_indices, host_indices)
+            weight = source_weight(scale, indptr[source + 1] - indptr[source], gcn)
             total += read_feature(source, column, location, tiers) * weight
         x_agg[target, column] = total
