@@ -162,6 +162,9 @@ class TemporalConfig:
     # final test: also rank each positive against every possible destination (bipartite:
     # every destination node, else every node) as test_mrr_all / test_hits10_all
     rank_all: bool = True
+    # random | mixed: each training positive also gets one historical negative (a pair
+    # seen earlier in training, not in its batch), so the scorer learns "met, not now"
+    train_negative_strategy: str = "random"
     pair_history: bool = False           # the link scorer also sees how often / when last the pair met
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
     # (TemporalMode.training_torch_threads), else as sampler.threads
@@ -230,6 +233,7 @@ def _choices() -> dict:
             "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
             "temporal.ownership": ownership.OWNERSHIPS,
             "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES,
+            "temporal.train_negative_strategy": ("random", "mixed"),
             "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
             "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
 

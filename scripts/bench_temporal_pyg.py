@@ -15,6 +15,8 @@ thread pools share a process with the other's.
     LinkPredictor, Adam at the example's lr, BCE loss; the same chronological split,
     batch size, memory / time / embedding dims and neighbours as the config, and the very
     same negative destinations (gnnsys's random ones, `BatchPlanner.negatives`).
+    Both train on one random negative per event: gnnsys's side runs with
+    temporal.train_negative_strategy=random whatever the config ships (`--set` overrides).
 
 Both report events/s of the training epoch (median over epochs) and the test AP (the
 positive against the first negative of each event, one AP over the phase) at the epoch
@@ -260,7 +262,8 @@ def main(argv=None) -> None:
         config = load_config(args.config, [
             f"sampler.threads={args.threads}", f"train.epochs={args.epochs}",
             f"train.seed={args.seed}", "cluster.workers=1", "train.progress=false",
-            f"run.dir={Path(args.run_dir) / args.side}", "train.device=cpu", *args.set])
+            f"run.dir={Path(args.run_dir) / args.side}", "train.device=cpu",
+            "temporal.train_negative_strategy=random", *args.set])
         side = gnnsys_side if args.side == "gnnsys" else pyg_side
         harness.on_loop(config, lambda loop: side(loop, args))
         return

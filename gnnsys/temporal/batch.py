@@ -186,7 +186,8 @@ class BatchPlanner:
 
     def __init__(self, events, batch_size: int, rank: int, world_size: int, seed: int,
                  num_neighbors: int, strategy: str, uses_neighbors: bool,
-                 pair_history: bool = False, eval_strategy: str = "random"):
+                 pair_history: bool = False, eval_strategy: str = "random",
+                 train_strategy: str = "random"):
         self.events, self.batch_size = events, batch_size
         self.rank, self.world_size = rank, world_size
         self.seed, self.num_neighbors, self.strategy = seed, num_neighbors, strategy
@@ -194,10 +195,29 @@ class BatchPlanner:
         self.pairs = build_pair_index(events.src, events.dst, events.t, events.num_nodes) \
             if pair_history else None
         self.train_negatives = NegativeSampler(events.train_negatives, seed)
+        # historical training negatives come from the training events alone (no pair,
+        # source or destination of a later split)
+        lo, hi = events.train
+        self.train_historical = None if train_strategy == "random" else \
+            EvalNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
+                                events.num_nodes, events.train_negatives, hi, seed)
         self.eval_strategy = eval_strategy
         self.eval_negatives = EvalNegativeSampler(events.src, events.dst, events.t,
                                                   events.num_nodes, events.negatives,
                                                   events.train[1], seed)
+
+    @classmethod
+    def for_run(cls, config, events, rank: int = 0, world_size: int = 1,
+                negatives_only: bool = False) -> "BatchPlanner":
+        """The planner a run of `config` uses on `rank`; `negatives_only`: the same events
+        and negatives without what a model reads (neighbours, pair history), for EdgeBank."""
+        from .models import uses_neighbors
+        tc = config.temporal
+        return cls(events, config.sampler.batch_size, rank, world_size, config.train.seed,
+                   tc.num_neighbors, tc.neighbor_strategy,
+                   uses_neighbors(config.model.arch) and not negatives_only,
+                   tc.pair_history and not negatives_only, tc.eval_negative_strategy,
+                   tc.train_negative_strategy)
 
     def batches(self, phase: str) -> list[tuple[int, int]]:
         lo, hi = getattr(self.events, phase)
@@ -229,8 +249,13 @@ class BatchPlanner:
         """(negative destinations [hi - lo, n], the own sources of the last m columns
         [hi - lo, m] or None) of the whole global batch `index` = events [lo, hi)."""
         if phase == "train":
-            return self.train_negatives.sample((hi - lo, num_negatives),
-                                               stream=(PHASES[phase], epoch, index)), None
+            stream = (PHASES[phase], epoch, index)
+            negatives = self.train_negatives.sample((hi - lo, num_negatives), stream=stream)
+            if self.train_historical is None:
+                return negatives, None
+            # one more column: a whole pair seen before the batch but not within it
+            src, dst = self.train_historical.sample("historical", lo, hi, 1, stream)
+            return np.concatenate([negatives, dst], 1), src
         stream = (PHASES[phase], epoch if phase == "val" else 0, index)
         drawn = [self.eval_negatives.sample(name, lo, hi, count, stream)
                  for name, (_, count) in negative_layout(self.eval_strategy, num_negatives,

@@ -49,10 +49,7 @@ def edgebank_scores(config, events, phase: str, window: bool = False, per_event:
     for u, v, t in zip(events.src[:lo].tolist(), events.dst[:lo].tolist(), events.t[:lo]):
         bank.setdefault(u, {})[v] = t
     span = float(events.t[hi - 1] - events.t[lo]) if window else np.inf
-    planner = BatchPlanner(events, config.sampler.batch_size, 0, 1, config.train.seed,
-                           config.temporal.num_neighbors, config.temporal.neighbor_strategy,
-                           uses_neighbors=False,
-                           eval_strategy=config.temporal.eval_negative_strategy)
+    planner = BatchPlanner.for_run(config, events, negatives_only=True)
     # the negatives of the model's evaluation: validation draws the last epoch's
     epoch = config.train.epochs - 1
     num_negatives = max(1, config.temporal.eval_negatives)

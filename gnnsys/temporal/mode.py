@@ -32,7 +32,7 @@ from .batch import BatchPlanner, DeviceBatch, PreparedBatch, negative_layout, to
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
 from .metrics import link_metrics, ranking_metrics, strategy_metrics
-from .models import ARCHS, build_model, row_layout, uses_neighbors
+from .models import ARCHS, build_model, row_layout
 
 
 # Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
@@ -80,12 +80,7 @@ class TemporalMode(Mode):
                                  device=self.device)
         self.edge_feat = None if events.edge_feat is None else events.edge_feat.to(self.device)
         self.exchange = MemoryExchange(ctx.comm, owner, self.store, config.temporal.exchange)
-        self.planner = BatchPlanner(events, config.sampler.batch_size, ctx.rank, ctx.world_size,
-                                    config.train.seed, config.temporal.num_neighbors,
-                                    config.temporal.neighbor_strategy,
-                                    uses_neighbors(config.model.arch),
-                                    config.temporal.pair_history,
-                                    config.temporal.eval_negative_strategy)
+        self.planner = BatchPlanner.for_run(config, events, ctx.rank, ctx.world_size)
         self.batches_per_epoch = len(self.planner.batches("train"))
         small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
         # TrainingLoop.train_epoch sets it; None = the pool as it is

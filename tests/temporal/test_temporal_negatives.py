@@ -76,6 +76,35 @@ def test_pair_negatives_follow_dyglib(strategy):
     assert filled > 0 if strategy == "inductive" else filled == 0
 
 
+def test_mixed_training_adds_one_historical_pair_from_the_training_events_alone():
+    """temporal.train_negative_strategy=mixed: the random column as before, plus one whole
+    pair seen earlier in training and not within the batch (random training pairs while too
+    few exist); nothing of a later split."""
+    events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
+    lo_train, hi_train = events.train
+    train_src = set(events.src[lo_train:hi_train].tolist())
+    train_dst = set(events.dst[lo_train:hi_train].tolist())
+    plan = lambda strategy: BatchPlanner(events, 50, 0, 1, seed=0, num_neighbors=5,  # noqa: E731
+                                         strategy="recent", uses_neighbors=False,
+                                         train_strategy=strategy)
+    mixed, plain = plan("mixed"), plan("random")
+    from_pool = 0
+    for index, (lo, hi) in enumerate(mixed.batches("train")):
+        batch = mixed.batch("train", 1, index, lo, hi, num_negatives=1)
+        np.testing.assert_array_equal(batch.negatives[:, :1],
+                                      plain.batch("train", 1, index, lo, hi, 1).negatives)
+        assert batch.negatives.shape == (hi - lo, 2) and batch.negative_src.shape == (hi - lo, 1)
+        drawn = set(zip(batch.negative_src[:, 0].tolist(), batch.negatives[:, 1].tolist()))
+        in_batch = _pairs_within(events, events.t[lo], events.t[hi - 1])
+        pool = _pairs_before(events, events.t[lo]) - in_batch
+        assert not drawn & in_batch
+        assert {s for s, _ in drawn} <= train_src and {d for _, d in drawn} <= train_dst
+        if len(pool) >= hi - lo:
+            assert drawn <= pool
+            from_pool += 1
+    assert from_pool > 0
+
+
 def test_random_negatives_keep_the_source_and_columns_do_not_depend_on_their_number():
     events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
     plan = lambda strategy: BatchPlanner(events, 50, 0, 1, seed=0, num_neighbors=5,  # noqa: E731
@@ -104,9 +133,9 @@ def test_any_worker_count_draws_the_single_process_negatives(strategy):
     events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
     planners = [BatchPlanner(events, 50, rank, world, seed=0, num_neighbors=5,
                              strategy="recent", uses_neighbors=True, pair_history=True,
-                             eval_strategy=strategy)
+                             eval_strategy=strategy, train_strategy="mixed")
                 for rank, world in ((0, 1), (0, 2), (1, 2))]
-    for phase in ("val", "test"):
+    for phase in ("train", "val", "test"):
         one, *two = [list(p.epoch(phase, 1, 3, all_strategies=phase == "test"))
                      for p in planners]
         for whole, a, b in zip(one, *two):
@@ -127,6 +156,10 @@ def test_the_strategy_is_a_validated_config_key(tiny_config):
         .temporal.eval_negative_strategy == "historical"
     with pytest.raises(ConfigError, match="eval_negative_strategy.*random, historical, inductive"):
         tiny_config(temporal={"eval_negative_strategy": "hard"})
+    assert tiny_config(temporal={"train_negative_strategy": "mixed"}) \
+        .temporal.train_negative_strategy == "mixed"
+    with pytest.raises(ConfigError, match="train_negative_strategy.*random, mixed"):
+        tiny_config(temporal={"train_negative_strategy": "historical"})
 
 
 def test_final_metrics_report_every_strategy_the_same_whichever_selects(tiny_config,
@@ -161,3 +194,20 @@ def test_auc_is_the_chance_a_positive_outscores_a_negative():
     expected = ((pos[:, None] > neg[None]).sum() + 0.5 * (pos[:, None] == neg[None]).sum()) \
         / (len(pos) * len(neg))
     assert roc_auc(scores, labels) == pytest.approx(expected)
+
+
+def test_mixed_training_trains_alike_on_any_worker_count(tiny_config, tmp_path):
+    """The historical training column's pairs bring their own sources: 2 workers still
+    take the single process's steps (the same draws, sliced), and the run differs from
+    training on random negatives alone."""
+    graph = tiny_temporal_graph()
+    runs = {(strategy, workers): fit(tiny_config(
+        run={"dir": str(tmp_path / f"{strategy}{workers}")},
+        cluster={"workers": workers, "launcher": "threads"},
+        temporal={"train_negative_strategy": strategy, "pair_history": True}), graph)
+        for strategy, workers in (("random", 1), ("mixed", 1), ("mixed", 2))}
+    keys = ["final_loss"] + [f"test_ap_neg_{s}" for s in ("random", "historical", "inductive")]
+    for k in keys:
+        assert runs["mixed", 2][k] == pytest.approx(runs["mixed", 1][k], abs=1e-4)
+    assert runs["mixed", 1]["final_loss"] != pytest.approx(runs["random", 1]["final_loss"],
+                                                           abs=1e-3)
