@@ -118,7 +118,7 @@ class MinibatchMode(NodeClassificationMode):
         check_step_fits(self.model, elements,
                         f"the first batch's {len(batch.blocks)} layers output "
                         f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows and "
-                        f"{edges} messages, model.hidden={m.hidden} wide",
+                        f"{edges} sampled edges, model.hidden={m.hidden} wide",
                         "model.hidden, sampler.batch_size or sampler.fanouts")
         self.step_checked = True
 
