@@ -24,6 +24,7 @@ import time
 from gnnsys.config import load_config
 from gnnsys.distributed.launcher import intra_op_threads
 from gnnsys.temporal import models
+from gnnsys.temporal.batch import uses_neighbors
 from gnnsys.training import TrainingLoop
 
 
@@ -112,7 +113,7 @@ def main(argv=None) -> None:
         "run.dir=runs/bench-temporal-step", "train.device=cpu", *args.set])
     if config.mode != "temporal":
         raise SystemExit(f"{args.config}: needs mode temporal")
-    if args.compare == "attention" and not models.uses_neighbors(config.model.arch):
+    if args.compare == "attention" and not uses_neighbors(config.model.arch):
         raise SystemExit(f"{args.config}: --compare attention needs model.arch tgn (the "
                          "attention over sampled neighbours is what it compares)")
     load_start = harness.load_average()

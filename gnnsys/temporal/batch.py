@@ -181,6 +181,12 @@ def slot_gaps(neighbors: dict) -> torch.Tensor:
     return neighbors["root_tau"][root] - neighbors["neighbor_tau"][neighbors["tidx"]]
 
 
+def uses_neighbors(arch: str) -> bool:
+    """Whether the model attends over sampled temporal neighbours (TGN), not memory alone:
+    whether its batches carry them."""
+    return arch == "tgn"
+
+
 class BatchPlanner:
     """Builds the PreparedBatch of every (phase, batch) for one worker, deterministically."""
 
@@ -211,7 +217,6 @@ class BatchPlanner:
                 negatives_only: bool = False) -> "BatchPlanner":
         """The planner a run of `config` uses on `rank`; `negatives_only`: the same events
         and negatives without what a model reads (neighbours, pair history), for EdgeBank."""
-        from .models import uses_neighbors
         tc = config.temporal
         return cls(events, config.sampler.batch_size, rank, world_size, config.train.seed,
                    tc.num_neighbors, tc.neighbor_strategy,

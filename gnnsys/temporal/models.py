@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .batch import slot_gaps
+from .batch import slot_gaps, uses_neighbors
 from .memory import RowLayout
 from .slot_attention import slot_attention
 
@@ -417,11 +417,6 @@ class TemporalLinkModel(nn.Module):
         if self.pair_encoder is None or pairs is None:
             return None
         return self.pair_encoder(*pairs)
-
-
-def uses_neighbors(arch: str) -> bool:
-    """Whether the model attends over sampled temporal neighbours (TGN), not memory alone."""
-    return arch == "tgn"
 
 
 def row_layout(config, events) -> RowLayout:
