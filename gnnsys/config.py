@@ -221,7 +221,7 @@ def _choices() -> dict:
     from .fullgraph import assign, quantize
     from .minibatch.store import policy
     from .models import norm
-    from .temporal import exchange
+    from .temporal import batch as temporal_batch, exchange
     return {"model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
             "train.precision": precision.PRECISIONS,
@@ -233,7 +233,7 @@ def _choices() -> dict:
             "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
             "temporal.ownership": ownership.OWNERSHIPS,
             "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES,
-            "temporal.train_negative_strategy": ("random", "mixed"),
+            "temporal.train_negative_strategy": temporal_batch.TRAIN_NEGATIVE_STRATEGIES,
             "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
             "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
 

@@ -181,6 +181,11 @@ def slot_gaps(neighbors: dict) -> torch.Tensor:
     return neighbors["root_tau"][root] - neighbors["neighbor_tau"][neighbors["tidx"]]
 
 
+# random: one random destination per training event (TGN's protocol); mixed: also one
+# historical pair (`BatchPlanner.negatives`)
+TRAIN_NEGATIVE_STRATEGIES = ("random", "mixed")
+
+
 def uses_neighbors(arch: str) -> bool:
     """Whether the model attends over sampled temporal neighbours (TGN), not memory alone:
     whether its batches carry them."""
@@ -203,7 +208,7 @@ class BatchPlanner:
         self.train_negatives = NegativeSampler(events.train_negatives, seed)
         # historical training negatives come from the training events alone (no pair,
         # source or destination of a later split)
-        lo, hi = events.train
+        hi = events.train[1]
         self.train_historical = None if train_strategy == "random" else \
             EvalNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
                                 events.num_nodes, events.train_negatives, hi, seed)
@@ -231,7 +236,8 @@ class BatchPlanner:
     def batch(self, phase: str, epoch: int, index: int, lo: int, hi: int,
               num_negatives: int, all_strategies: bool = False) -> PreparedBatch:
         """Worker's shard of global batch `index` = events [lo, hi) of `phase`. Training
-        draws `num_negatives` random destinations seen in training; evaluation draws by
+        draws `num_negatives` random destinations seen in training (and, with the `mixed`
+        training strategy, one historical pair of the training events); evaluation draws by
         `eval_strategy` (`negative_layout`'s columns, every strategy with
         `all_strategies`), validation anew each epoch, the test the same draws for any
         `epoch`, so every model and EdgeBank meet the same test negatives."""
