@@ -80,6 +80,7 @@ OWNERS = {
     "temporal.neighbor_strategy": ("samplers.temporal", "NEIGHBOR_STRATEGIES"),
     "temporal.exchange": ("gnnsys.temporal.exchange", "EXCHANGES"),
     "temporal.ownership": ("partition.temporal", "OWNERSHIPS"),
+    "temporal.train_negative_strategy": ("gnnsys.temporal.batch", "TRAIN_NEGATIVE_STRATEGIES"),
     "fullgraph.quantization.mode": ("gnnsys.fullgraph.assign", "QUANTIZATION_MODES"),
 }
 

@@ -219,14 +219,15 @@ class BatchPlanner:
 
     @classmethod
     def for_run(cls, config, events, rank: int = 0, world_size: int = 1,
-                negatives_only: bool = False) -> "BatchPlanner":
-        """The planner a run of `config` uses on `rank`; `negatives_only`: the same events
-        and negatives without what a model reads (neighbours, pair history), for EdgeBank."""
+                neighbors: bool = True, pair_history: bool = True) -> "BatchPlanner":
+        """The planner a run of `config` uses on `rank`. `neighbors` / `pair_history`
+        False leave out what the caller never reads even where the config's model does
+        (EdgeBank reads neither, a placement simulation no pair history)."""
         tc = config.temporal
         return cls(events, config.sampler.batch_size, rank, world_size, config.train.seed,
                    tc.num_neighbors, tc.neighbor_strategy,
-                   uses_neighbors(config.model.arch) and not negatives_only,
-                   tc.pair_history and not negatives_only, tc.eval_negative_strategy,
+                   neighbors and uses_neighbors(config.model.arch),
+                   pair_history and tc.pair_history, tc.eval_negative_strategy,
                    tc.train_negative_strategy)
 
     def batches(self, phase: str) -> list[tuple[int, int]]:

@@ -49,7 +49,7 @@ def edgebank_scores(config, events, phase: str, window: bool = False, per_event:
     for u, v, t in zip(events.src[:lo].tolist(), events.dst[:lo].tolist(), events.t[:lo]):
         bank.setdefault(u, {})[v] = t
     span = float(events.t[hi - 1] - events.t[lo]) if window else np.inf
-    planner = BatchPlanner.for_run(config, events, negatives_only=True)
+    planner = BatchPlanner.for_run(config, events, neighbors=False, pair_history=False)
     # the negatives of the model's evaluation: validation draws the last epoch's
     epoch = config.train.epochs - 1
     num_negatives = max(1, config.temporal.eval_negatives)

@@ -15,7 +15,7 @@ def simulate_access(config, events, num_workers: int) -> AccessCounter:
     """A[g, v]: batches of one training epoch in which worker g fetches / writes back v."""
     counter = AccessCounter(events.num_nodes, num_workers)
     for rank in range(num_workers):
-        planner = BatchPlanner.for_run(config, events, rank, num_workers)
+        planner = BatchPlanner.for_run(config, events, rank, num_workers, pair_history=False)
         for batch in planner.epoch("train", 0, 1):
             counter.add(rank, np.unique(batch.needed), np.unique(batch.written))
     return counter
@@ -56,7 +56,8 @@ def simulate_exchange(config, events, num_workers: int, owner: np.ndarray) -> di
     K = num_workers
     out = {mode: {"sent": np.zeros(K), "recv": np.zeros(K), "rows": 0}
            for mode in ("naive", "dedup")}
-    planners = [BatchPlanner.for_run(config, events, r, K) for r in range(K)]
+    planners = [BatchPlanner.for_run(config, events, r, K, pair_history=False)
+                for r in range(K)]
     occurrences = unique = 0
     for per_rank in zip(*(p.epoch("train", 0, 1) for p in planners)):
         for g, batch in enumerate(per_rank):
