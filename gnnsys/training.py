@@ -173,7 +173,9 @@ class TrainingLoop:
                                       self.mode.split_ids())),
                                   "setup": setup})
             # one step per epoch (full-graph): one bar over the epochs instead of a bar each
-            epochs = progress(range(self.epoch + 1, self.config.train.epochs), unit="epoch",
+            # a resumed run that had stopped early tests its selected model, trains no more
+            first = self.config.train.epochs if self._stopped_early() else self.epoch + 1
+            epochs = progress(range(first, self.config.train.epochs), unit="epoch",
                               enabled=self.show and self.mode.batches_per_epoch == 1)
             for epoch in epochs:
                 record = self._epoch(epoch)
@@ -216,6 +218,11 @@ class TrainingLoop:
         """Whether `_epoch` checkpoints after this epoch (run.checkpoint_every, and the last)."""
         every = self.config.run.checkpoint_every
         return bool(every) and ((epoch + 1) % every == 0 or epoch + 1 == self.config.train.epochs)
+
+    def _stopped_early(self) -> bool:
+        """Whether the epochs done so far (a resumed run's) had already run out of patience."""
+        patience = self.config.train.patience
+        return bool(patience) and self.epoch >= 0 and self.epoch - self.best_epoch >= patience
 
     def _out_of_patience(self, epoch: int) -> bool:
         """Early stopping: train.patience epochs since the best validation metric. Rank 0
@@ -412,7 +419,11 @@ class TrainingLoop:
         self.run_dir.truncate_metrics_after(self.epoch)
         self.run_dir.log("event", {"event": "resume", "from_epoch": self.epoch + 1,
                           "attempt": self.ctx.attempt, "changed": changed})
-        if self.epoch + 1 >= self.config.train.epochs and self.show:
+        if self.show and self._stopped_early():
+            print(f"{self.run_dir.path}: stopped early after epoch {self.epoch + 1} (no better "
+                  f"validation since epoch {self.best_epoch + 1}); nothing to train, testing the "
+                  "selected model", flush=True)
+        elif self.epoch + 1 >= self.config.train.epochs and self.show:
             print(f"{self.run_dir.path}: all {self.epoch + 1} epochs are done; nothing to "
                   "train (raise train.epochs to continue), testing the selected model",
                   flush=True)

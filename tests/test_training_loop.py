@@ -249,6 +249,12 @@ def test_patience_stops_when_validation_stops_improving(tmp_path):
     assert result["epochs"] == 3 and result["best_epoch"] == 0
     stops = events(tmp_path / "stop", "early_stop")
     assert [(e["epoch"], e["best_epoch"]) for e in stops] == [(2, 0)]
+    # resumed, a run that stopped early trains no more: it tests the same selected model
+    again = fit(from_dict({**frozen, "run": {**frozen["run"], "resume": True}}), graph)
+    assert (again["epochs"], again["best_epoch"]) == (3, 0)
+    assert again["test_acc"] == result["test_acc"]
+    assert [r["epoch"] for r in read_metrics(tmp_path / "stop") if r["kind"] == "epoch"] == \
+        [0, 1, 2]
     patient = _config("minibatch", tmp_path / "all", epochs=6, lr=1e-12)   # patience 0: off
     assert fit(from_dict(patient), graph)["epochs"] == 6
 
