@@ -162,10 +162,13 @@ class TemporalConfig:
     # final test: also rank each positive against every possible destination (bipartite:
     # every destination node, else every node) as test_mrr_all / test_hits10_all
     rank_all: bool = True
-    # random | mixed: each training positive also gets one historical negative (a pair
-    # seen earlier in training, not in its batch), so the scorer learns "met, not now"
+    # random | mixed: each training positive also gets a destination busy in its batch
+    # (another event's) and a historical negative (a pair seen earlier in training, not in
+    # its batch), so the scorer learns "met, not now" and "popular, not this one"
     train_negative_strategy: str = "random"
-    pair_history: bool = False           # the link scorer also sees how often / when last the pair met
+    # the link scorer also sees how often / when last the pair met, and how many events
+    # each end had since
+    pair_history: bool = False
     # torch threads of the training steps; 0 = auto: 1 below 800 events per worker's batch
     # (TemporalMode.training_torch_threads), else as sampler.threads
     train_torch_threads: int = setting(0, ">= 0")

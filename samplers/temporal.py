@@ -228,6 +228,29 @@ def pair_history(index: PairIndex, u: np.ndarray, v: np.ndarray,
     return count, last
 
 
+@njit(nogil=True, cache=True)
+def _events_between_kernel(indptr, time, nodes, after, before, out):
+    for q in range(len(nodes)):
+        lo, hi = indptr[nodes[q]], indptr[nodes[q] + 1]
+        end = _first_at_or_after(time, lo, hi, before[q])
+        # first position after `after`: the first at or after the next float up
+        start = _first_at_or_after(time, lo, end, np.nextafter(after[q], np.inf))
+        out[q] = end - start
+
+
+def events_between(csr: TemporalCSR, nodes: np.ndarray, after: np.ndarray,
+                   before: np.ndarray) -> np.ndarray:
+    """int64: how many events of nodes[i] lie strictly between after[i] and before[i]:
+    with `after` the pair's last meeting, how far that end has moved on since (0 = the
+    pair's meeting was its latest event)."""
+    nodes = np.ascontiguousarray(nodes, dtype=np.int64)
+    out = np.zeros(len(nodes), dtype=np.int64)
+    _events_between_kernel(csr.indptr, csr.time, nodes,
+                           np.ascontiguousarray(after, dtype=np.float64),
+                           np.ascontiguousarray(before, dtype=np.float64), out)
+    return out
+
+
 def pair_partners(csr: TemporalCSR, u: np.ndarray, times: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every vertex u[i] met strictly before times[i], either direction: (row i, partner,

@@ -15,7 +15,7 @@ import torch
 
 from samplers.temporal import (NEGATIVE_STRATEGIES, EvalNegativeSampler, NegativeSampler,
                                SampledNeighbors, build_pair_index, chronological_batches,
-                               pair_history, sample_neighbors, shard)
+                               events_between, pair_history, sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
 
@@ -48,9 +48,11 @@ class PreparedBatch:
     negatives: np.ndarray            # int64 [b, n_neg] negative destinations
     neighbors: SampledNeighbors | None   # for the roots (src, dst, negatives), if the model attends
     # temporal.pair_history: per scored pair (src, dst) then (src, negative) row-major, how
-    # often the two met before the event and the gap since they last did (0 if never)
+    # often the two met before the event, the gap since they last did and how many events
+    # each end (source, destination) had since then (all 0 if never)
     pair_count: np.ndarray | None = None     # int64 [b * (1 + n_neg)]
     pair_gap: np.ndarray | None = None       # float64 seconds [b * (1 + n_neg)]
+    pair_since: np.ndarray | None = None     # int64 [b * (1 + n_neg), 2]
     # int64 [b, m]: the own sources of the last m negative columns (historical / inductive
     # negatives are whole pairs); the first n_neg - m columns pair with the positive's src
     negative_src: np.ndarray | None = None
@@ -120,7 +122,8 @@ class DeviceBatch:
     root_time: torch.Tensor          # float64 [R] query time of each root (seconds)
     events: torch.Tensor             # int64 [b] event ids of the shard (the mails' features)
     neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
-    pairs: tuple | None = None       # (count, gap) float32 [b * (1 + n_neg)] each, if used
+    # (count, gap, source's since, destination's since) float32 [b * (1 + n_neg)] each
+    pairs: tuple | None = None
     # bool [b, n_neg]: negatives that are the positive pair itself (None if there are none)
     same_as_positive: torch.Tensor | None = None
 
@@ -147,7 +150,8 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         ints += [t["slot"], inverse[roots:], t["event"], t["indptr"], t["ridx"], t["tidx"]]
         floats += [t["root_tau"], t["neighbor_tau"]]
     if batch.pair_count is not None:
-        floats += [batch.pair_count.astype(np.float64), batch.pair_gap]
+        floats += [batch.pair_count.astype(np.float64), batch.pair_gap,
+                   *batch.pair_since.T.astype(np.float64)]
     same = (batch.negatives == batch.dst[:, None]) & \
         (batch.negative_sources == batch.src[:, None])
     if same.any():
@@ -165,7 +169,7 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
                          tidx=tidx, root_tau=float_parts[1], neighbor_tau=float_parts[2])
     pairs = None
     if batch.pair_count is not None:
-        pairs = (float_parts[-2].float(), float_parts[-1].float())
+        pairs = tuple(part.float() for part in float_parts[-4:])
     same_as_positive = None
     if same.any():
         same_as_positive = torch.zeros(same.size, dtype=torch.bool, device=int_parts[-1].device)
@@ -181,8 +185,8 @@ def slot_gaps(neighbors: dict) -> torch.Tensor:
     return neighbors["root_tau"][root] - neighbors["neighbor_tau"][neighbors["tidx"]]
 
 
-# random: one random destination per training event (TGN's protocol); mixed: also one
-# historical pair (`BatchPlanner.negatives`)
+# random: one random destination per training event (TGN's protocol); mixed: also a
+# destination busy in the batch and a historical pair (`BatchPlanner.negatives`)
 TRAIN_NEGATIVE_STRATEGIES = ("random", "mixed")
 
 
@@ -238,7 +242,8 @@ class BatchPlanner:
               num_negatives: int, all_strategies: bool = False) -> PreparedBatch:
         """Worker's shard of global batch `index` = events [lo, hi) of `phase`. Training
         draws `num_negatives` random destinations seen in training (and, with the `mixed`
-        training strategy, one historical pair of the training events); evaluation draws by
+        training strategy, the destination of another event of the batch and one
+        historical pair of the training events); evaluation draws by
         `eval_strategy` (`negative_layout`'s columns, every strategy with
         `all_strategies`), validation anew each epoch, the test the same draws for any
         `epoch`, so every model and EdgeBank meet the same test negatives."""
@@ -265,9 +270,11 @@ class BatchPlanner:
             negatives = self.train_negatives.sample((hi - lo, num_negatives), stream=stream)
             if self.train_historical is None:
                 return negatives, None
-            # one more column: a whole pair seen before the batch but not within it
+            # two more columns: a destination busy in the batch, and a whole pair seen
+            # before the batch but not within it
+            busy = self._busy_destinations(lo, hi, negatives[:, 0], stream)
             src, dst = self.train_historical.sample("historical", lo, hi, 1, stream)
-            return np.concatenate([negatives, dst], 1), src
+            return np.concatenate([negatives, busy, dst], 1), src
         stream = (PHASES[phase], epoch if phase == "val" else 0, index)
         drawn = [self.eval_negatives.sample(name, lo, hi, count, stream)
                  for name, (_, count) in negative_layout(self.eval_strategy, num_negatives,
@@ -276,6 +283,19 @@ class BatchPlanner:
         own = int((sources[0] >= 0).sum())           # random columns (-1) come first
         return np.concatenate([d for _, d in drawn], 1), \
             (sources[:, sources.shape[1] - own:] if own else None)
+
+    def _busy_destinations(self, lo, hi, fallback: np.ndarray, stream: tuple) -> np.ndarray:
+        """[hi - lo, 1]: for each event of the global batch [lo, hi), the destination of a
+        random event of the batch that is not its own destination (`fallback` where three
+        draws found none): one busy right now, the competitor that ranking against every
+        node meets and a uniform draw rarely is."""
+        rng = np.random.default_rng([self.seed, *[int(s) for s in stream], 7])
+        dst = self.events.dst[lo:hi]
+        pick = dst[rng.integers(0, hi - lo, hi - lo)]
+        for _ in range(3):
+            clash = np.flatnonzero(pick == dst)
+            pick[clash] = dst[rng.integers(0, hi - lo, len(clash))]
+        return np.where(pick == dst, fallback, pick)[:, None]
 
     def query_batch(self, src: np.ndarray, dst: np.ndarray, time: np.ndarray,
                     epoch: int) -> PreparedBatch:
@@ -299,9 +319,12 @@ class BatchPlanner:
             b, n = len(batch.src), num_negatives
             time = batch.root_time[b:b + b * (1 + n)]   # dst's, then each negative's
             src = np.concatenate([batch.src, batch.negative_sources.reshape(-1)])
-            count, last = pair_history(self.pairs, src, batch.roots[b:b + b * (1 + n)], time)
+            dst = batch.roots[b:b + b * (1 + n)]
+            count, last = pair_history(self.pairs, src, dst, time)
             batch.pair_count = count
             batch.pair_gap = np.where(count > 0, time - last, 0.0)
+            batch.pair_since = np.stack([events_between(self.events.csr, end, last, time)
+                                         for end in (src, dst)], 1) * (count > 0)[:, None]
         if batch.neighbors is not None:
             batch.slot_tables                       # noqa: B018 (computed here, off the step)
         return batch

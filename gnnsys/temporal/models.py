@@ -298,18 +298,24 @@ class TimeProjection(nn.Module):
 
 class PairHistoryEncoder(nn.Module):
     """What the pair itself did before (`temporal.pair_history`): [log(1 + count) || met ||
-    phi(gap since they last met) if met]. Memory and attention embed each endpoint on its
-    own, so without it the scorer cannot ask "did these two meet before, and when", the
-    question EdgeBank's memorisation answers on graphs made mostly of repeated pairs."""
+    log(1 + events of each end since they last met) || phi(gap since then)], all but met
+    zero if they never met. Memory and attention embed each endpoint on its own, so
+    without it the scorer cannot ask "did these two meet before, and when", the question
+    EdgeBank's memorisation answers on graphs made mostly of repeated pairs; the events
+    since ask "has either moved on", on the ends' own clocks (0: this pair was the
+    source's latest event), where a gap in seconds means one thing for a busy node and
+    another for a quiet one."""
 
     def __init__(self, time_dim: int):
         super().__init__()
         self.time_encoder = TimeEncoder(time_dim)
-        self.dim = time_dim + 2
+        self.dim = time_dim + 4
 
-    def forward(self, count, gap):
+    def forward(self, count, gap, since_src, since_dst):
         met = (count > 0).float().unsqueeze(-1)
         return torch.cat([torch.log1p(count).unsqueeze(-1), met,
+                          torch.log1p(since_src).unsqueeze(-1) * met,
+                          torch.log1p(since_dst).unsqueeze(-1) * met,
                           self.time_encoder(gap) * met], -1)
 
 
@@ -407,8 +413,8 @@ class TemporalLinkModel(nn.Module):
         for lo in range(0, len(c), step):
             scores[:, lo:lo + step] = out(F.relu(a[:, None] + c[None, lo:lo + step])).squeeze(-1)
         if met is not None and self.pair_encoder is not None and len(met[0]):
-            rows, cols, count, gap = met
-            p = self.pair_encoder(count, gap) @ w[:, 2 * d:].T
+            rows, cols = met[:2]
+            p = self.pair_encoder(*met[2:]) @ w[:, 2 * d:].T
             scores[rows, cols] = out(F.relu(a[rows] + c[cols] + p)).squeeze(-1)
         return scores
 

@@ -1,5 +1,5 @@
-"""temporal.pair_history: how often and when last each scored pair met, against a plain
-reference over the event list; the batch carries it for (src, dst) and every (src,
+"""temporal.pair_history: how often and when last each scored pair met and how many events
+each end had since, against a plain reference over the event list; the batch carries it for (src, dst) and every (src,
 negative) in root order; K workers still reproduce one process exactly."""
 from __future__ import annotations
 
@@ -12,13 +12,19 @@ from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.placement import vertex_ownership
 from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit, run_worker
-from samplers.temporal import build_pair_index, pair_history
+from samplers.temporal import build_pair_index, build_temporal_csr, events_between, pair_history
 
 
 def reference_pair_history(src, dst, t, u, v, time):
     """(count, last time or -1) of the events between u and v, either way, before `time`."""
     hits = [t[e] for e in range(len(src)) if (src[e], dst[e]) in ((u, v), (v, u)) and t[e] < time]
     return len(hits), (max(hits) if hits else -1.0)
+
+
+def reference_since(src, dst, t, u, after, before):
+    """Events of u strictly between `after` and `before` (a self-loop once per end)."""
+    between = (t > after) & (t < before)
+    return int((between & (src == u)).sum() + (between & (dst == u)).sum())
 
 
 @pytest.fixture
@@ -45,6 +51,19 @@ def test_pair_history_matches_reference(repeated_pairs):
     assert count.max() > 3 and (count == 0).any()
 
 
+def test_events_between_matches_reference(repeated_pairs):
+    src, dst, t, n = repeated_pairs
+    csr = build_temporal_csr(src, dst, t, n)
+    rng = np.random.default_rng(2)
+    nodes = rng.integers(0, n, 300)
+    after = rng.integers(-1, 210, 300).astype(np.float64)
+    before = after + rng.integers(0, 60, 300)
+    got = events_between(csr, nodes, after, before)
+    for q in range(len(nodes)):
+        assert got[q] == reference_since(src, dst, t, nodes[q], after[q], before[q])
+    assert got.max() > 10 and (got == 0).any()
+
+
 def test_pair_history_bad_inputs_name_the_problem(repeated_pairs):
     src, dst, t, n = repeated_pairs
     index = build_pair_index(src, dst, t, n)
@@ -68,10 +87,16 @@ def test_batches_carry_each_scored_pairs_history_in_root_order():
         count, last = reference_pair_history(ev.src, ev.dst, ev.t, u, v, time)
         assert batch.pair_count[p] == count
         assert batch.pair_gap[p] == (time - last if count else 0.0)
+        assert tuple(batch.pair_since[p]) == ((0, 0) if count == 0 else (
+            reference_since(ev.src, ev.dst, ev.t, u, last, time),
+            reference_since(ev.src, ev.dst, ev.t, v, last, time)))
     assert batch.pair_count[:b].sum() > 0          # positives that repeat a pair
     moved = to_device(batch, np.arange(batch.num_roots + batch.neighbors.mask.sum()), "cpu")
     np.testing.assert_array_equal(moved.pairs[0].numpy(), batch.pair_count.astype(np.float32))
     np.testing.assert_allclose(moved.pairs[1].numpy(), batch.pair_gap, rtol=1e-6)
+    for end in (0, 1):
+        np.testing.assert_array_equal(moved.pairs[2 + end].numpy(), batch.pair_since[:, end])
+    assert batch.pair_since[:b].max() > 0
 
 
 def test_workers_reproduce_single_process_with_pair_history(tiny_config, threaded_workers,

@@ -76,10 +76,11 @@ def test_pair_negatives_follow_dyglib(strategy):
     assert filled > 0 if strategy == "inductive" else filled == 0
 
 
-def test_mixed_training_adds_one_historical_pair_from_the_training_events_alone():
-    """temporal.train_negative_strategy=mixed: the random column as before, plus one whole
-    pair seen earlier in training and not within the batch (random training pairs while too
-    few exist); nothing of a later split."""
+def test_mixed_training_adds_a_busy_destination_and_a_historical_pair_of_training():
+    """temporal.train_negative_strategy=mixed: the random column as before, plus the
+    destination of another event of the batch (never the event's own, unless every event
+    of the batch shares it) and one whole pair seen earlier in training and not within the
+    batch (random training pairs while too few exist); nothing of a later split."""
     events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
     lo_train, hi_train = events.train
     train_src = set(events.src[lo_train:hi_train].tolist())
@@ -88,13 +89,18 @@ def test_mixed_training_adds_one_historical_pair_from_the_training_events_alone(
                                          strategy="recent", uses_neighbors=False,
                                          train_strategy=strategy)
     mixed, plain = plan("mixed"), plan("random")
-    from_pool = 0
+    from_pool = from_batch = 0
     for index, (lo, hi) in enumerate(mixed.batches("train")):
         batch = mixed.batch("train", 1, index, lo, hi, num_negatives=1)
         np.testing.assert_array_equal(batch.negatives[:, :1],
                                       plain.batch("train", 1, index, lo, hi, 1).negatives)
-        assert batch.negatives.shape == (hi - lo, 2) and batch.negative_src.shape == (hi - lo, 1)
-        drawn = set(zip(batch.negative_src[:, 0].tolist(), batch.negatives[:, 1].tolist()))
+        assert batch.negatives.shape == (hi - lo, 3) and batch.negative_src.shape == (hi - lo, 1)
+        busy = batch.negatives[:, 1]
+        # another event's destination; where three draws found none, the random column's
+        other = np.isin(busy, events.dst[lo:hi]) & (busy != batch.dst)
+        assert (other | (busy == batch.negatives[:, 0])).all()
+        from_batch += int(other.sum())
+        drawn = set(zip(batch.negative_src[:, 0].tolist(), batch.negatives[:, 2].tolist()))
         in_batch = _pairs_within(events, events.t[lo], events.t[hi - 1])
         pool = _pairs_before(events, events.t[lo]) - in_batch
         assert not drawn & in_batch
@@ -102,7 +108,7 @@ def test_mixed_training_adds_one_historical_pair_from_the_training_events_alone(
         if len(pool) >= hi - lo:
             assert drawn <= pool
             from_pool += 1
-    assert from_pool > 0
+    assert from_pool > 0 and from_batch > 0.9 * hi_train
 
 
 def test_random_negatives_keep_the_source_and_columns_do_not_depend_on_their_number():

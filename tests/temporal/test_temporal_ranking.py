@@ -12,7 +12,7 @@ from gnnsys.temporal.data import prepare_events
 from gnnsys.temporal.models import build_model
 from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit
-from samplers.temporal import build_pair_index, pair_history, pair_partners
+from samplers.temporal import build_pair_index, events_between, pair_history, pair_partners
 
 
 def test_pair_partners_are_every_pair_history_that_met():
@@ -39,18 +39,21 @@ def test_score_all_is_score_of_every_pair(tiny_config, pair_history_on):
     model = build_model(config, events).eval()
     h_src, h_cand = torch.randn(7, 16), torch.randn(11, 16)
     rows, cols = torch.tensor([0, 3, 3, 6]), torch.tensor([2, 2, 10, 0])
-    count, gap = torch.tensor([1.0, 4.0, 2.0, 9.0]), torch.tensor([3.0, 0.5, 100.0, 7.0])
-    scores = model.score_all(h_src, h_cand, (rows, cols, count, gap), max_elements=100)
-    every_count, every_gap = torch.zeros(7, 11), torch.zeros(7, 11)
+    met = (torch.tensor([1.0, 4.0, 2.0, 9.0]), torch.tensor([3.0, 0.5, 100.0, 7.0]),
+           torch.tensor([0.0, 3.0, 1.0, 20.0]), torch.tensor([5.0, 0.0, 2.0, 1.0]))
+    scores = model.score_all(h_src, h_cand, (rows, cols, *met), max_elements=100)
+    every = [torch.zeros(7, 11) for _ in met]
     if pair_history_on:
-        every_count[rows, cols], every_gap[rows, cols] = count, gap
-    pair = model.encode_pairs((every_count.reshape(-1), every_gap.reshape(-1)))
+        for whole, part in zip(every, met):
+            whole[rows, cols] = part
+    pair = model.encode_pairs(tuple(whole.reshape(-1) for whole in every))
     expected = model.score(h_src.repeat_interleave(11, 0), h_cand.repeat(7, 1), pair)
     torch.testing.assert_close(scores, expected.reshape(7, 11), rtol=1e-5, atol=1e-6)
 
 
 def brute_force_ranks(self, batch, h_src, candidates):
-    """Each positive's rank, candidate by candidate, with `score` and `pair_history`."""
+    """Each positive's rank, candidate by candidate, with `score`, `pair_history` and
+    `events_between`."""
     nodes = self.events.rank_candidates
     index = build_pair_index(self.events.src, self.events.dst, self.events.t,
                              self.events.num_nodes)
@@ -58,9 +61,12 @@ def brute_force_ranks(self, batch, h_src, candidates):
     for i in range(len(batch.src)):
         src = np.full(len(nodes), batch.src[i])
         count, last = pair_history(index, src, nodes, np.full(len(nodes), batch.time[i]))
+        now = np.full(len(nodes), batch.time[i])
         gap = np.where(count > 0, batch.time[i] - last, 0.0)
-        pair = self.model.encode_pairs((torch.from_numpy(count).float(),
-                                        torch.from_numpy(gap).float()))
+        since = [events_between(self.events.csr, end, last, now) * (count > 0)
+                 for end in (src, nodes)]
+        pair = self.model.encode_pairs(tuple(torch.from_numpy(a).float()
+                                             for a in (count, gap, *since)))
         scores = self.model.score(h_src[i].expand(len(nodes), -1), candidates, pair).tolist()
         positive = scores[int(np.flatnonzero(nodes == batch.dst[i])[0])]
         ranks.append(1 + sum(s > positive for s in scores)
