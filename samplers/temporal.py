@@ -300,9 +300,10 @@ class NegativeSampler:
 NEGATIVE_STRATEGIES = ("random", "historical", "inductive")
 
 
-class EvalNegativeSampler:
-    """Evaluation negatives by strategy, as DyGLib defines them (Poursafaei et al., NeurIPS
-    2022), for the global batch of events [lo, hi):
+class StrategyNegativeSampler:
+    """Negatives by strategy, as DyGLib defines them (Poursafaei et al., NeurIPS 2022), for
+    the global batch of events [lo, hi): evaluation's, and over the training prefix alone
+    the historical pairs of `temporal.train_negative_strategy: mixed`.
 
     - `random`: the positive's source and a uniform destination from `destinations`
       (TGN's protocol; what an evaluation drew before strategies existed).

@@ -13,9 +13,10 @@ from functools import cached_property
 import numpy as np
 import torch
 
-from samplers.temporal import (NEGATIVE_STRATEGIES, EvalNegativeSampler, NegativeSampler,
-                               SampledNeighbors, build_pair_index, chronological_batches,
-                               events_between, pair_history, sample_neighbors, shard)
+from samplers.temporal import (NEGATIVE_STRATEGIES, NegativeSampler, SampledNeighbors,
+                               StrategyNegativeSampler, build_pair_index,
+                               chronological_batches, events_between, pair_history,
+                               sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
 
@@ -214,10 +215,10 @@ class BatchPlanner:
         # source or destination of a later split)
         hi = events.train[1]
         self.train_historical = None if train_strategy == "random" else \
-            EvalNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
+            StrategyNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
                                 events.num_nodes, events.train_negatives, hi, seed)
         self.eval_strategy = eval_strategy
-        self.eval_negatives = EvalNegativeSampler(events.src, events.dst, events.t,
+        self.eval_negatives = StrategyNegativeSampler(events.src, events.dst, events.t,
                                                   events.num_nodes, events.negatives,
                                                   events.train[1], seed)
 

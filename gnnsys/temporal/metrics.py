@@ -74,7 +74,7 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def strategy_metrics(positive: np.ndarray, negative: np.ndarray, strategy: str) -> dict:
     """test_ap_neg_{strategy} and test_auc_neg_{strategy}: positives against one negative
-    each, drawn by that strategy (`samplers.temporal.EvalNegativeSampler`)."""
+    each, drawn by that strategy (`samplers.temporal.StrategyNegativeSampler`)."""
     scores = np.concatenate([positive, negative])
     labels = np.r_[np.ones(len(positive)), np.zeros(len(negative))]
     empty = len(positive) == 0
