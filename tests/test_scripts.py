@@ -454,6 +454,15 @@ def test_bench_temporal_step(run, data):
     assert "1 torch thread against the baseline:" in out
 
 
+def test_bench_temporal_negatives(run, data):
+    out = run("bench_temporal_negatives", "--config", "configs/tgn-collegemsg.yaml",
+              "--epochs", "2", "--rounds", "1", *sets(*data.temporal))
+    for name in ("mixed", "random (baseline)"):
+        [cells] = rows(out, name)
+        assert float(cells[1]) > 0 and len(cells[2].split(" / ")) == 1     # 1 round
+    assert "mixed against random:" in out
+
+
 def test_bench_network(run, data, tmp_path, monkeypatch):
     """The emulated cluster needs root and network namespaces: here a stand-in runs the
     `gnnsys train` command it gets in this process (K workers: the threads launcher)."""
