@@ -242,7 +242,8 @@ def events_between(csr: TemporalCSR, nodes: np.ndarray, after: np.ndarray,
                    before: np.ndarray) -> np.ndarray:
     """int64: how many events of nodes[i] lie strictly between after[i] and before[i]:
     with `after` the pair's last meeting, how far that end has moved on since (0 = the
-    pair's meeting was its latest event)."""
+    pair's meeting was its latest event). A self-loop, listed in both directions, counts
+    twice."""
     nodes = np.ascontiguousarray(nodes, dtype=np.int64)
     out = np.zeros(len(nodes), dtype=np.int64)
     _events_between_kernel(csr.indptr, csr.time, nodes,
