@@ -216,11 +216,11 @@ class BatchPlanner:
         hi = events.train[1]
         self.train_historical = None if train_strategy == "random" else \
             StrategyNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
-                                events.num_nodes, events.train_negatives, hi, seed)
+                                    events.num_nodes, events.train_negatives, hi, seed)
         self.eval_strategy = eval_strategy
         self.eval_negatives = StrategyNegativeSampler(events.src, events.dst, events.t,
-                                                  events.num_nodes, events.negatives,
-                                                  events.train[1], seed)
+                                                      events.num_nodes, events.negatives,
+                                                      events.train[1], seed)
 
     @classmethod
     def for_run(cls, config, events, rank: int = 0, world_size: int = 1,
