@@ -164,7 +164,8 @@ class TemporalConfig:
     rank_all: bool = True
     # random | mixed: each training positive also gets a destination busy in its batch
     # (another event's) and a historical negative (a pair seen earlier in training, not in
-    # its batch), so the scorer learns "met, not now" and "popular, not this one"
+    # its batch) whose source also meets a random destination, so the scorer learns "met,
+    # not now", "popular, not this one" and "idle now", each for what it is
     train_negative_strategy: str = "random"
     # the link scorer also sees how often / when last the pair met, and how many events
     # each end had since

@@ -252,6 +252,18 @@ def events_between(csr: TemporalCSR, nodes: np.ndarray, after: np.ndarray,
     return out
 
 
+def pair_recency(csr: TemporalCSR, u: np.ndarray, v: np.ndarray, times: np.ndarray,
+                 count: np.ndarray, last: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float64 seconds since the pair (u[i], v[i]) last met, int64 [n, 2] events of u[i]
+    and of v[i] since then), both 0 for a pair that never met (count 0), from `count` and
+    `last` of `pair_history` or `pair_partners`: the link scorer's pair features besides
+    the count, derived in this one place for scored pairs and ranked candidates alike."""
+    met = np.asarray(count) > 0
+    gap = np.where(met, times - last, 0.0)
+    since = np.stack([events_between(csr, end, last, times) for end in (u, v)], 1)
+    return gap, since * met[:, None]
+
+
 def pair_partners(csr: TemporalCSR, u: np.ndarray, times: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every vertex u[i] met strictly before times[i], either direction: (row i, partner,

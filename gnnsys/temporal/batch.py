@@ -15,7 +15,7 @@ import torch
 
 from samplers.temporal import (NEGATIVE_STRATEGIES, NegativeSampler, SampledNeighbors,
                                StrategyNegativeSampler, build_pair_index,
-                               chronological_batches, events_between, pair_history,
+                               chronological_batches, pair_history, pair_recency,
                                sample_neighbors, shard)
 
 PHASES = {"train": 0, "val": 1, "test": 2}
@@ -187,7 +187,8 @@ def slot_gaps(neighbors: dict) -> torch.Tensor:
 
 
 # random: one random destination per training event (TGN's protocol); mixed: also a
-# destination busy in the batch and a historical pair (`BatchPlanner.negatives`)
+# destination busy in the batch, a historical pair and that pair's source with a random
+# destination (`BatchPlanner.negatives`)
 TRAIN_NEGATIVE_STRATEGIES = ("random", "mixed")
 
 
@@ -243,8 +244,9 @@ class BatchPlanner:
               num_negatives: int, all_strategies: bool = False) -> PreparedBatch:
         """Worker's shard of global batch `index` = events [lo, hi) of `phase`. Training
         draws `num_negatives` random destinations seen in training (and, with the `mixed`
-        training strategy, the destination of another event of the batch and one
-        historical pair of the training events); evaluation draws by
+        training strategy, the destination of another event of the batch, one historical
+        pair of the training events and its source with a random destination); evaluation
+        draws by
         `eval_strategy` (`negative_layout`'s columns, every strategy with
         `all_strategies`), validation anew each epoch, the test the same draws for any
         `epoch`, so every model and EdgeBank meet the same test negatives."""
@@ -271,11 +273,15 @@ class BatchPlanner:
             negatives = self.train_negatives.sample((hi - lo, num_negatives), stream=stream)
             if self.train_historical is None:
                 return negatives, None
-            # two more columns: a destination busy in the batch, and a whole pair seen
-            # before the batch but not within it
+            # three more columns: a destination busy in the batch, a whole pair seen before
+            # the batch but not within it, and that pair's source with a random destination
             busy = self._busy_destinations(lo, hi, negatives[:, 0], stream)
             src, dst = self.train_historical.sample("historical", lo, hi, 1, stream)
-            return np.concatenate([negatives, busy, dst], 1), src
+            # that pair's source, mostly idle now, also meets a random destination: else the
+            # scorer learns that an idle source's partners are unlikely, not that the source
+            # is, and ranks a returning source's latest partner below pages it never met
+            idle = self.train_negatives.sample((hi - lo, 1), stream=(*stream, 9))
+            return np.concatenate([negatives, busy, dst, idle], 1), np.concatenate([src, src], 1)
         stream = (PHASES[phase], epoch if phase == "val" else 0, index)
         drawn = [self.eval_negatives.sample(name, lo, hi, count, stream)
                  for name, (_, count) in negative_layout(self.eval_strategy, num_negatives,
@@ -323,9 +329,8 @@ class BatchPlanner:
             dst = batch.roots[b:b + b * (1 + n)]
             count, last = pair_history(self.pairs, src, dst, time)
             batch.pair_count = count
-            batch.pair_gap = np.where(count > 0, time - last, 0.0)
-            batch.pair_since = np.stack([events_between(self.events.csr, end, last, time)
-                                         for end in (src, dst)], 1) * (count > 0)[:, None]
+            batch.pair_gap, batch.pair_since = pair_recency(self.events.csr, src, dst, time,
+                                                            count, last)
         if batch.neighbors is not None:
             batch.slot_tables                       # noqa: B018 (computed here, off the step)
         return batch

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from samplers.temporal import batch_number, events_between, pair_partners, shard
+from samplers.temporal import batch_number, pair_partners, pair_recency, shard
 
 from ..mode import Mode
 from ..prefetch import prefetched
@@ -288,12 +288,11 @@ class TemporalMode(Mode):
             rows, partner, count, last = pair_partners(self.events.csr, batch.src, batch.time)
             keep = column[partner] >= 0
             rows, partner, count, last = rows[keep], partner[keep], count[keep], last[keep]
-            csr, time = self.events.csr, batch.time[rows]
-            since = [events_between(csr, end, last, time).astype(np.float32)
-                     for end in (batch.src[rows], partner)]
+            gap, since = pair_recency(self.events.csr, batch.src[rows], partner,
+                                      batch.time[rows], count, last)
             met = tuple(torch.from_numpy(a).to(self.device) for a in (
-                rows, column[partner], count.astype(np.float32),
-                (time - last).astype(np.float32), *since))
+                rows, column[partner], *(x.astype(np.float32)
+                                         for x in (count, gap, since[:, 0], since[:, 1]))))
         scores = self.model.score_all(h_src, candidates, met)
         at = torch.from_numpy(column[batch.dst]).to(self.device)
         pos = scores.gather(1, at[:, None])

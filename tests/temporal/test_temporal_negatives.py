@@ -79,8 +79,9 @@ def test_pair_negatives_follow_dyglib(strategy):
 def test_mixed_training_adds_a_busy_destination_and_a_historical_pair_of_training():
     """temporal.train_negative_strategy=mixed: the random column as before, plus the
     destination of another event of the batch (never the event's own, unless every event
-    of the batch shares it) and one whole pair seen earlier in training and not within the
-    batch (random training pairs while too few exist); nothing of a later split."""
+    of the batch shares it), one whole pair seen earlier in training and not within the
+    batch (random training pairs while too few exist) and that pair's source with a random
+    training destination of its own; nothing of a later split."""
     events = prepare_events(tiny_temporal_graph(num_nodes=200, seed=3))
     lo_train, hi_train = events.train
     train_src = set(events.src[lo_train:hi_train].tolist())
@@ -90,11 +91,15 @@ def test_mixed_training_adds_a_busy_destination_and_a_historical_pair_of_trainin
                                          train_strategy=strategy)
     mixed, plain = plan("mixed"), plan("random")
     from_pool = from_batch = 0
+    idle_draws = []
     for index, (lo, hi) in enumerate(mixed.batches("train")):
         batch = mixed.batch("train", 1, index, lo, hi, num_negatives=1)
         np.testing.assert_array_equal(batch.negatives[:, :1],
                                       plain.batch("train", 1, index, lo, hi, 1).negatives)
-        assert batch.negatives.shape == (hi - lo, 3) and batch.negative_src.shape == (hi - lo, 1)
+        assert batch.negatives.shape == (hi - lo, 4) and batch.negative_src.shape == (hi - lo, 2)
+        np.testing.assert_array_equal(batch.negative_src[:, 0], batch.negative_src[:, 1])
+        assert set(batch.negatives[:, 3].tolist()) <= train_dst
+        idle_draws.append(batch.negatives[:, 3] != batch.negatives[:, 0])
         busy = batch.negatives[:, 1]
         # another event's destination; where three draws found none, the random column's
         other = np.isin(busy, events.dst[lo:hi]) & (busy != batch.dst)
@@ -109,6 +114,8 @@ def test_mixed_training_adds_a_busy_destination_and_a_historical_pair_of_trainin
             assert drawn <= pool
             from_pool += 1
     assert from_pool > 0 and from_batch > 0.9 * hi_train
+    # the idle source's destination is a draw of its own, not the random column's
+    assert np.concatenate(idle_draws).mean() > 0.8
 
 
 def test_random_negatives_keep_the_source_and_columns_do_not_depend_on_their_number():
