@@ -219,18 +219,22 @@ class TrainingLoop:
         every = self.config.run.checkpoint_every
         return bool(every) and ((epoch + 1) % every == 0 or epoch + 1 == self.config.train.epochs)
 
+    def _patience_spent(self, epoch: int) -> bool:
+        """Whether train.patience epochs have passed since the best validation metric."""
+        patience = self.config.train.patience      # the same on every rank
+        return bool(patience) and epoch - self.best_epoch >= patience
+
     def _stopped_early(self) -> bool:
         """Whether the epochs done so far (a resumed run's) had already run out of patience."""
-        patience = self.config.train.patience
-        return bool(patience) and self.epoch >= 0 and self.epoch - self.best_epoch >= patience
+        return self.epoch >= 0 and self._patience_spent(self.epoch)
 
     def _out_of_patience(self, epoch: int) -> bool:
-        """Early stopping: train.patience epochs since the best validation metric. Rank 0
-        decides for all, so every rank leaves the loop after the same epoch."""
-        patience = self.config.train.patience      # the same on every rank
+        """Early stopping after `_patience_spent`. Rank 0 decides for all, so every rank
+        leaves the loop after the same epoch."""
+        patience = self.config.train.patience
         if not patience or epoch + 1 == self.config.train.epochs:
             return False
-        if not self.comm.broadcast_object(epoch - self.best_epoch >= patience):
+        if not self.comm.broadcast_object(self._patience_spent(epoch)):
             return False
         self.run_dir.log("event", {"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
                           "patience": patience})
