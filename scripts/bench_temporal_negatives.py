@@ -3,8 +3,9 @@
 
     python scripts/bench_temporal_negatives.py       # CollegeMsg, 3 epochs, 3 rounds (BENCHMARKS.md)
 
-mixed gives each training event two more negatives than random (a destination busy in its
-batch and a historical pair, whose source is a root too): 6 roots per event instead of 3.
+mixed gives each training event three more negatives than random (a destination busy in
+its batch, a historical pair, whose source is a root too, and that source with a random
+destination): 8 roots per event instead of 3.
 Each run is its own process on one worker; the two strategies alternate within each round
 and swap order every round, so both meet the same machine load. Time is the training steps
 alone (`train_s`: validation and test excluded), mean of the epochs after the first; the
