@@ -246,8 +246,7 @@ class BatchPlanner:
         draws `num_negatives` random destinations seen in training (and, with the `mixed`
         training strategy, the destination of another event of the batch, one historical
         pair of the training events and its source with a random destination); evaluation
-        draws by
-        `eval_strategy` (`negative_layout`'s columns, every strategy with
+        draws by `eval_strategy` (`negative_layout`'s columns, every strategy with
         `all_strategies`), validation anew each epoch, the test the same draws for any
         `epoch`, so every model and EdgeBank meet the same test negatives."""
         # negatives are drawn for the whole global batch and sliced, so any worker count
