@@ -57,6 +57,9 @@ class PreparedBatch:
     # int64 [b, m]: the own sources of the last m negative columns (historical / inductive
     # negatives are whole pairs); the first n_neg - m columns pair with the positive's src
     negative_src: np.ndarray | None = None
+    offset: int = 0                  # position of the shard's first event in the global batch
+    # float32 [R, slots, heads]: training's attention dropout draws (`dropout_draws`)
+    dropout_draws: np.ndarray | None = None
 
     @property
     def num_own_sources(self) -> int:
@@ -125,6 +128,7 @@ class DeviceBatch:
     neighbors: dict | None           # TGN: the filled neighbour slots, see `to_device`
     # (count, gap, source's since, destination's since) float32 [b * (1 + n_neg)] each
     pairs: tuple | None = None
+    dropout_draws: torch.Tensor | None = None    # float32 [R, slots, heads], training only
     # bool [b, n_neg]: negatives that are the positive pair itself (None if there are none)
     same_as_positive: torch.Tensor | None = None
 
@@ -150,9 +154,13 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
         t = batch.slot_tables
         ints += [t["slot"], inverse[roots:], t["event"], t["indptr"], t["ridx"], t["tidx"]]
         floats += [t["root_tau"], t["neighbor_tau"]]
+    at_pairs = len(floats)
     if batch.pair_count is not None:
         floats += [batch.pair_count.astype(np.float64), batch.pair_gap,
                    *batch.pair_since.T.astype(np.float64)]
+    draws = batch.dropout_draws
+    if draws is not None:                    # float32 -> float64 -> float32 is exact
+        floats.append(draws.reshape(-1))
     same = (batch.negatives == batch.dst[:, None]) & \
         (batch.negative_sources == batch.src[:, None])
     if same.any():
@@ -170,13 +178,31 @@ def to_device(batch: PreparedBatch, inverse: np.ndarray, device) -> DeviceBatch:
                          tidx=tidx, root_tau=float_parts[1], neighbor_tau=float_parts[2])
     pairs = None
     if batch.pair_count is not None:
-        pairs = tuple(part.float() for part in float_parts[-4:])
+        pairs = tuple(part.float() for part in float_parts[at_pairs:at_pairs + 4])
     same_as_positive = None
     if same.any():
         same_as_positive = torch.zeros(same.size, dtype=torch.bool, device=int_parts[-1].device)
         same_as_positive = same_as_positive.index_fill_(0, int_parts[-1], True).view(same.shape)
     return DeviceBatch(root_index=int_parts[0], root_time=float_parts[0], events=int_parts[1],
-                       neighbors=neighbors, pairs=pairs, same_as_positive=same_as_positive)
+                       neighbors=neighbors, pairs=pairs, same_as_positive=same_as_positive,
+                       dropout_draws=None if draws is None else
+                       float_parts[-1].float().view(draws.shape))
+
+
+def dropout_draws(batch: PreparedBatch, seed: int, epoch: int, slots: int, heads: int
+                  ) -> np.ndarray:
+    """float32 [roots, slots, heads] uniform draws in [0, 1) for the attention dropout of
+    the shard's roots (`PreparedBatch.roots` order) in a training step. Drawn for the whole
+    global batch from (seed, epoch, batch) and sliced, as the negatives are, so that any
+    worker count drops exactly the single-process entries; torch's generator would give
+    each worker masks of its own, the same ones on every worker."""
+    b, n, m = len(batch.src), batch.negatives.shape[1], batch.num_own_sources
+    rng = np.random.default_rng([seed, PHASES["train"], epoch, batch.index, 11])
+    u = rng.random((batch.global_size, 2 + n + m, slots, heads), dtype=np.float32)
+    u = u[batch.offset:batch.offset + b]
+    # roots: every src, every dst, then each event's negatives, then each one's own sources
+    return np.concatenate([u[:, 0], u[:, 1], u[:, 2:2 + n].reshape(b * n, slots, heads),
+                           u[:, 2 + n:].reshape(b * m, slots, heads)])
 
 
 def slot_gaps(neighbors: dict) -> torch.Tensor:
@@ -204,7 +230,7 @@ class BatchPlanner:
     def __init__(self, events, batch_size: int, rank: int, world_size: int, seed: int,
                  num_neighbors: int, strategy: str, uses_neighbors: bool,
                  pair_history: bool = False, eval_strategy: str = "random",
-                 train_strategy: str = "random"):
+                 train_strategy: str = "random", dropout: tuple[int, int] | None = None):
         self.events, self.batch_size = events, batch_size
         self.rank, self.world_size = rank, world_size
         self.seed, self.num_neighbors, self.strategy = seed, num_neighbors, strategy
@@ -219,22 +245,26 @@ class BatchPlanner:
             StrategyNegativeSampler(events.src[:hi], events.dst[:hi], events.t[:hi],
                                     events.num_nodes, events.train_negatives, hi, seed)
         self.eval_strategy = eval_strategy
+        self.dropout = dropout               # (slots, heads) of the training dropout draws
         self.eval_negatives = StrategyNegativeSampler(events.src, events.dst, events.t,
                                                       events.num_nodes, events.negatives,
                                                       events.train[1], seed)
 
     @classmethod
     def for_run(cls, config, events, rank: int = 0, world_size: int = 1,
-                neighbors: bool = True, pair_history: bool = True) -> "BatchPlanner":
+                neighbors: bool = True, pair_history: bool = True,
+                dropout: tuple[int, int] | None = None) -> "BatchPlanner":
         """The planner a run of `config` uses on `rank`. `neighbors` / `pair_history`
         False leave out what the caller never reads even where the config's model does
-        (EdgeBank reads neither, a placement simulation no pair history)."""
+        (EdgeBank reads neither, a placement simulation no pair history); `dropout`
+        (slots, heads) has training batches carry their dropout draws (the model's
+        `dropout_draw_shape`)."""
         tc = config.temporal
         return cls(events, config.sampler.batch_size, rank, world_size, config.train.seed,
                    tc.num_neighbors, tc.neighbor_strategy,
                    neighbors and uses_neighbors(config.model.arch),
                    pair_history and tc.pair_history, tc.eval_negative_strategy,
-                   tc.train_negative_strategy)
+                   tc.train_negative_strategy, dropout)
 
     def batches(self, phase: str) -> list[tuple[int, int]]:
         lo, hi = getattr(self.events, phase)
@@ -255,11 +285,13 @@ class BatchPlanner:
                                             all_strategies)
         a, b = shard(lo, hi, self.rank, self.world_size)
         ev = self.events
-        batch = PreparedBatch(index=index, global_size=hi - lo,
+        batch = PreparedBatch(index=index, global_size=hi - lo, offset=a - lo,
                               events=np.arange(a, b, dtype=np.int64), src=ev.src[a:b],
                               dst=ev.dst[a:b], time=ev.t[a:b],
                               negatives=negatives[a - lo:b - lo], neighbors=None,
                               negative_src=None if own_src is None else own_src[a - lo:b - lo])
+        if phase == "train" and self.dropout is not None:
+            batch.dropout_draws = dropout_draws(batch, self.seed, epoch, *self.dropout)
         return self._sampled(batch, phase, epoch)
 
     def negatives(self, phase: str, epoch: int, index: int, lo: int, hi: int,

@@ -32,7 +32,7 @@ from .batch import BatchPlanner, DeviceBatch, PreparedBatch, negative_layout, to
 from .exchange import MemoryExchange
 from .memory import MemoryStore, merge_states
 from .metrics import link_metrics, ranking_metrics, strategy_metrics
-from .models import ARCHS, build_model, row_layout
+from .models import ARCHS, build_model, dropout_draw_shape, row_layout
 
 
 # Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
@@ -80,7 +80,8 @@ class TemporalMode(Mode):
                                  device=self.device)
         self.edge_feat = None if events.edge_feat is None else events.edge_feat.to(self.device)
         self.exchange = MemoryExchange(ctx.comm, owner, self.store, config.temporal.exchange)
-        self.planner = BatchPlanner.for_run(config, events, ctx.rank, ctx.world_size)
+        self.planner = BatchPlanner.for_run(config, events, ctx.rank, ctx.world_size,
+                                            dropout=dropout_draw_shape(config, self.layout))
         self.batches_per_epoch = len(self.planner.batches("train"))
         small = config.sampler.batch_size // ctx.world_size < ONE_TORCH_THREAD_BELOW_EVENTS
         # TrainingLoop.train_epoch sets it; None = the pool as it is
@@ -130,7 +131,8 @@ class TemporalMode(Mode):
         with torch.set_grad_enabled(train):
             h, memory, memory_ts = self.model.forward_roots(f, moved.root_index, moved.root_time,
                                                             neighbors,
-                                                            num_written=2 * len(batch.src))
+                                                            num_written=2 * len(batch.src),
+                                                            dropout_draws=moved.dropout_draws)
         return h, memory, memory_ts, moved
 
     def _forward(self, batch: PreparedBatch, train: bool, writes_back: bool = True):

@@ -127,14 +127,15 @@ class MailboxAttentionUpdater(nn.Module):
         self.value_bias = nn.Parameter(torch.zeros(memory_dim))
         self.norm = nn.LayerNorm(memory_dim)
 
-    def forward(self, memory, mailbox, mail_ts, query_time):
+    def forward(self, memory, mailbox, mail_ts, query_time, draws=None):
+        """draws: [R, m, heads] dropout draws (`MultiHeadAttention.weights`)."""
         valid = mail_ts >= 0                                 # [R, m] filled slots
         age = (query_time.unsqueeze(1) - mail_ts).clamp(min=0)
         slots = torch.cat([mailbox, self.time_encoder(age)], 2)          # [R, m, Z]
         heads, head_dim = self.attention.heads, self.attention.head_dim
         q = self.query(memory).view(-1, heads, head_dim)
         weights = self.attention.weights(
-            self.attention.projected_dots(q, slots, self.key_value.weight), valid)
+            self.attention.projected_dots(q, slots, self.key_value.weight), valid, draws)
         # sum_j a_j (W_v z_j + b) = W_v (sum_j a_j z_j) + b sum_j a_j (dropout: sum != 1)
         attended = self.attention.projected_values(weights, slots, self.key_value.weight) + \
             weights.sum(1).unsqueeze(-1) * self.value_bias.view(heads, head_dim)
@@ -182,14 +183,23 @@ class MultiHeadAttention(nn.Module):
         [n, heads, head_dim]."""
         return self.value_after_sum(torch.einsum("nkh,nkz->nhz", weights, slots), weight)
 
-    def weights(self, dots, mask):
+    def weights(self, dots, mask, draws=None):
         """Attention weights [n, k, heads] from query-key dot products [n, k, heads]:
-        scaled, masked, softmaxed over the slots, dropped out."""
+        scaled, masked, softmaxed over the slots, dropped out (by `draws` [n, k, heads]
+        where given, else by torch's generator)."""
         n = mask.shape[0]
         logits = (dots / math.sqrt(self.head_dim)).masked_fill(~mask.unsqueeze(-1), float("-inf"))
         # rows without any valid slot would softmax to NaN: give them a dummy zero row
         logits = torch.where(mask.any(1).view(n, 1, 1), logits, torch.zeros_like(logits))
-        return self.dropout(torch.softmax(logits, dim=1))
+        weights = torch.softmax(logits, dim=1)
+        return self.dropout(weights) if draws is None else weights * self.keep(draws)
+
+    def keep(self, draws: torch.Tensor) -> torch.Tensor:
+        """Dropout's multipliers from uniform draws in [0, 1): 0 where a draw is below p,
+        else 1 / (1 - p), as nn.Dropout; the caller chooses the draws (`dropout_draws`:
+        the same for any worker count). Draws are given in training only."""
+        p = self.dropout.p
+        return (draws >= p).to(draws.dtype) / (1 - p)
 
     def project(self, attended, mask):
         """Output projection of the per-head weighted sums [n, heads, head_dim]; a query
@@ -227,9 +237,10 @@ class AttentionEmbedding(nn.Module):
         self.merge = nn.Sequential(nn.Linear(out_dim + memory_dim, out_dim), nn.ReLU(),
                                    nn.Linear(out_dim, out_dim))
 
-    def forward(self, x, root_index, neighbors):
+    def forward(self, x, root_index, neighbors, draws=None):
         """neighbors: the filled slots only (`batch.to_device`); an empty slot is never
-        projected: it stays zero and the attention masks it out."""
+        projected: it stays zero and the attention masks it out. draws: [n, k, heads]
+        dropout draws (`MultiHeadAttention.weights`)."""
         mask = neighbors["mask"]
         n = mask.shape[0]
         heads, head_dim = self.attention.heads, self.attention.head_dim
@@ -244,15 +255,16 @@ class AttentionEmbedding(nn.Module):
         if self.kv_edge is not None:               # per slot: each slot has its own edge
             kv, row = kv.index_select(0, row) + self.kv_edge(neighbors["edge"]), None
         attend = self._fused if fused_kernel_on(x.device) else self._tensor_ops
-        attended = attend(q, kv, row, neighbors)
+        attended = attend(q, kv, row, neighbors, draws)
         return self.merge(torch.cat([self.attention.project(attended, mask), x_root], 1))
 
-    def _fused(self, q, kv, row, neighbors):
+    def _fused(self, q, kv, row, neighbors, draws):
         heads, head_dim = self.attention.heads, self.attention.head_dim
         if row is None:
             row = torch.arange(len(kv), device=kv.device)
         qt = self.attention.key_onto_query(q, self.kv_time.weight)
-        keep = self.attention.dropout(q.new_ones(len(row), heads))
+        keep = self.attention.dropout(q.new_ones(len(row), heads)) if draws is None else \
+            self.attention.keep(draws.reshape(-1, heads)[neighbors["slot"]])
         out_v, phisum, wsum = slot_attention(q.contiguous(), qt.contiguous(), kv.contiguous(),
                                              self.time_encoder, neighbors["root_tau"],
                                              neighbors["neighbor_tau"], neighbors["indptr"], row,
@@ -260,7 +272,7 @@ class AttentionEmbedding(nn.Module):
         return out_v + wsum.unsqueeze(-1) * self.value_bias.view(heads, head_dim) + \
             self.attention.value_after_sum(phisum, self.kv_time.weight)
 
-    def _tensor_ops(self, q, kv, row, neighbors):
+    def _tensor_ops(self, q, kv, row, neighbors, draws):
         mask = neighbors["mask"]
         n, k = mask.shape
         heads, head_dim = self.attention.heads, self.attention.head_dim
@@ -274,7 +286,7 @@ class AttentionEmbedding(nn.Module):
         phi = dense(self.time_encoder(slot_gaps(neighbors)))             # [n, k, T]
         weights = self.attention.weights(
             (q.unsqueeze(1) * key).sum(-1)
-            + self.attention.projected_dots(q, phi, self.kv_time.weight), mask)
+            + self.attention.projected_dots(q, phi, self.kv_time.weight), mask, draws)
         value = value + self.value_bias.view(heads, head_dim)
         return (weights.unsqueeze(-1) * value).sum(1) + \
             self.attention.projected_values(weights, phi, self.kv_time.weight)
@@ -365,16 +377,19 @@ class TemporalLinkModel(nn.Module):
         return memory + self.node_proj(node_feat)
 
     def forward_roots(self, state: dict, root_index: torch.Tensor, root_time: torch.Tensor,
-                      neighbors: dict | None, num_written: int):
+                      neighbors: dict | None, num_written: int, dropout_draws=None):
         """Embeddings of the roots and the new memory of the first `num_written` roots.
 
         state: unpacked rows of the batch's unique vertices (memory, mem_ts, mailbox,
         mail_ts, node_feat); root_index: row of each root; root_time: float64 seconds;
-        neighbors: TGN's filled slots (`batch.to_device`) plus their edge features `edge`.
+        neighbors: TGN's filled slots (`batch.to_device`) plus their edge features `edge`;
+        dropout_draws: in training, [R, slots, heads] uniform draws for the attention's
+        dropout (`batch.dropout_draws`; slots: TGN's neighbours, APAN's mailbox), None:
+        torch's generator draws.
         Returns (h [R, D], memory [num_written, M], memory_ts [num_written])."""
         if self.arch == "apan":
             memory = self.updater(state["memory"][root_index], state["mailbox"][root_index],
-                                  state["mail_ts"][root_index], root_time)
+                                  state["mail_ts"][root_index], root_time, dropout_draws)
             feat = None if state["node_feat"] is None else state["node_feat"][root_index]
             return (self.node_input(memory, feat), memory[:num_written],
                     root_time[:num_written])
@@ -386,7 +401,7 @@ class TemporalLinkModel(nn.Module):
         memory_ts = torch.where(newest >= 0, newest, state["mem_ts"])
         x = self.node_input(memory, state["node_feat"])
         if self.arch == "tgn":
-            h = self.embedding(x, root_index, neighbors)
+            h = self.embedding(x, root_index, neighbors, dropout_draws)
         else:
             dt = (root_time - memory_ts[root_index]).clamp(min=0) / self.time_scale
             h = self.embedding(x[root_index], dt)
@@ -431,6 +446,16 @@ def row_layout(config, events) -> RowLayout:
     mailbox = tc.mailbox_size or (10 if config.model.arch == "apan" else 1)
     return RowLayout(memory_dim=tc.memory_dim, mail_dim=2 * tc.memory_dim + events.edge_dim,
                      mailbox_size=mailbox, node_feat_dim=events.node_feat_dim)
+
+
+def dropout_draw_shape(config, layout: RowLayout) -> tuple[int, int] | None:
+    """(slots, heads) of each root's attention dropout draws in a training step
+    (`batch.dropout_draws`): TGN attends over its sampled neighbours, APAN over its
+    mailbox; None without dropout or attention (JODIE)."""
+    arch, tc = config.model.arch, config.temporal
+    if not config.model.dropout or arch == "jodie":
+        return None
+    return (tc.num_neighbors if arch == "tgn" else layout.mailbox_size), config.model.heads
 
 
 def build_model(config, events) -> TemporalLinkModel:

@@ -96,6 +96,29 @@ def test_attention_embedding_matches_the_plain_formula(fused, edge_dim, monkeypa
         assert torch.allclose(fast, plain, atol=1e-5, rtol=1e-4)
 
 
+def test_dropout_draws_drop_the_same_weights_on_both_paths(monkeypatch):
+    """In training, the caller's draws (`batch.dropout_draws`, per root, slot and head)
+    decide what is dropped, on the fused kernel's filled slots as on the dense weights."""
+    torch.manual_seed(1)
+    module = AttentionEmbedding(memory_dim=6, edge_dim=0, time_dim=8, out_dim=6, heads=2,
+                                dropout=0.3).train()
+    vertices, roots, k = 7, 5, 3
+    neighbors = random_slots(roots, k, vertices)
+    root_index = torch.tensor([0, 3, 3, 6, 1])
+    x = torch.randn(vertices, 6, generator=torch.Generator().manual_seed(2))
+    draws = torch.rand(roots, k, 2, generator=torch.Generator().manual_seed(3))
+    outs = []
+    for fused in (True, False):
+        monkeypatch.setattr(models, "fused_kernel_on", lambda device: fused)
+        outs.append(module(x, root_index, neighbors, draws))
+        outs.append(module(x, root_index, neighbors, draws))      # no generator in it
+    for out in outs[1:]:
+        torch.testing.assert_close(out, outs[0], atol=1e-5, rtol=1e-4)
+    with torch.no_grad():
+        kept = module(x, root_index, neighbors, torch.ones_like(draws))
+    assert not torch.allclose(outs[0], kept, atol=1e-3)        # some weights were dropped
+
+
 def plain_slot_attention(q, qt, kv, encoder, neighbors, keep):
     """`slot_attention`'s contract written per slot: phi(gap) by the encoder's own formula,
     masked softmax over each root's slots, dropped-out weights."""

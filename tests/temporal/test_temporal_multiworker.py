@@ -31,13 +31,15 @@ def assert_same_state(a, b):
 def test_workers_reproduce_single_process(arch, graph_factory, tiny_config, threaded_workers,
                                           tmp_path):
     graph = graph_factory(edge_dim=3, node_dim=4)   # features travel in the owners' rows
-    single = fit(tiny_config(model={"arch": arch}, run={"dir": str(tmp_path / "single")}), graph)
+    # with dropout: every worker count must drop the same attention weights
+    model = {"arch": arch, "dropout": 0.2}
+    single = fit(tiny_config(model=model, run={"dir": str(tmp_path / "single")}), graph)
     reference = load(tmp_path / "single")
     traffic = {}
     for workers, exchange, ownership in [(2, "dedup", "range"), (2, "naive", "range"),
                                          (3, "dedup", "balanced")]:
         run = tmp_path / f"{workers}-{exchange}-{ownership}"
-        cfg = tiny_config(model={"arch": arch}, run={"dir": str(run)},
+        cfg = tiny_config(model=model, run={"dir": str(run)},
                           cluster={"workers": workers},
                           temporal={"exchange": exchange, "ownership": ownership})
         events = prepare_events(graph)
