@@ -46,6 +46,10 @@ class Mode:
     final_splits: tuple = ("train", "val", "test")   # scored for the selected model
     supports: dict = {}                    # config key -> the values this mode trains with
     reductions: dict = {}                  # epoch_stats() key -> one of REDUCTIONS
+    # bumped when a change makes this mode's older snapshots load differently, or a run
+    # resumed across it train its later epochs otherwise than its first; every snapshot
+    # carries it (`stamped`), one from before snapshots did counts as 1
+    training_version: int = 1
 
     @classmethod
     def check_config(cls, config) -> None:
@@ -98,6 +102,20 @@ class Mode:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore what `state_dict` returned."""
+
+    def stamped(self, snapshot: dict) -> dict:
+        """`snapshot` ({"model", "mode"}) marked with the training version that made it."""
+        return {**snapshot, "training_version": self.training_version}
+
+    def version_mismatch(self, snapshot: dict) -> str | None:
+        """Why `snapshot` comes from a gnnsys that trained this mode otherwise (a phrase
+        for an error message), or None if it is this version's."""
+        was = int(snapshot.get("training_version", 1))
+        if was == self.training_version:
+            return None
+        return (f"{'an older' if was < self.training_version else 'a newer'} gnnsys "
+                f"(its {self.config.mode} training version {was}, this one's "
+                f"{self.training_version})")
 
     def describe(self) -> dict:
         """This rank's set-up, logged once in the start record."""

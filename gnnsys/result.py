@@ -310,9 +310,13 @@ def restored_mode(ctx, config, state: dict, *prepared):
     try:
         mode.build_model().load_state_dict(state["model"])
     except RuntimeError as err:
+        detail = ' '.join(str(err).split())[:200]
+        if older := mode.version_mismatch(state):
+            raise ConfigError(f"the run in {config.run.dir} was trained by {older}, whose "
+                              f"model this one cannot load ({detail}); train it again, or "
+                              "use the gnnsys that trained it") from None
         raise ConfigError(f"the dataset of the run in {config.run.dir} no longer matches its "
-                          f"model ({' '.join(str(err).split())[:200]}); restore the data it "
-                          "was trained on") from None
+                          f"model ({detail}); restore the data it was trained on") from None
     mode.load_state_dict(state["mode"])
     return mode
 

@@ -366,8 +366,8 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ state
     def _snapshot(self) -> dict:
-        return {"model": copy.deepcopy(self.model.state_dict()),
-                "mode": copy.deepcopy(self.mode.state_dict())}
+        return self.mode.stamped({"model": copy.deepcopy(self.model.state_dict()),
+                                  "mode": copy.deepcopy(self.mode.state_dict())})
 
     def _restore(self, snapshot: dict) -> None:
         self.model.load_state_dict(snapshot["model"])
@@ -404,6 +404,12 @@ class TrainingLoop:
             raise ConfigError(f"the dataset's files changed since the checkpoint in "
                               f"{self.run_dir.path} (then: {was}; now: {self.dataset_files}); "
                               "restore them, or drop --resume to start anew")
+        older = self.mode.version_mismatch(state["current"])
+        if older:
+            raise ConfigError(f"the checkpoint in {self.run_dir.path} was written by {older}: "
+                              "the epochs left would train otherwise than the first ones; "
+                              "drop --resume to start anew, or finish the run with the "
+                              "gnnsys that started it")
         try:
             self._restore(state["current"])
         except RuntimeError as err:            # e.g. another class count: size mismatch

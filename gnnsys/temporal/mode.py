@@ -50,6 +50,9 @@ class TemporalMode(Mode):
     metric = "ap"
     grad_op = "sum"              # each shard's loss is already divided by the global batch
     final_splits = ("test",)     # from the memory the selected epoch's validation left
+    # 2: pair history's events since the pair met (its features' width), the mixed
+    # strategy's idle-source column, dropout drawn per global batch
+    training_version = 2
     # node features are not stored as a feature store's float16 rows
     supports = {"model.arch": ARCHS, "model.residual": (False,), "train.compile": (False, True),
                 "dataset.feature_dtype": ("float32",), "train.precision": ("fp32",)}
