@@ -293,8 +293,9 @@ def init_ray(config) -> None:
 def private_sessions_dir() -> Path:
     """Where private local clusters keep their sessions (logs, sockets, spilled objects):
     a folder of gnnsys's own, so that what killed runs left can be deleted (Ray keeps
-    every session under /tmp/ray for ever, a few MB each). It must be the user's own
-    folder; Ray's processes open it to every user (0777), as they do /tmp/ray."""
+    every session under /tmp/ray for ever, a few MB each). Ray opens the folder it is
+    given to every user (0777, as /tmp/ray), so it gets one inside a folder that must be
+    this user's own and stays closed to others (0700)."""
     root = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()     # as Ray's own default
     path = Path(root) / f"gnnsys-ray-{os.getuid()}"
     path.mkdir(mode=0o700, exist_ok=True)
@@ -302,7 +303,10 @@ def private_sessions_dir() -> Path:
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
         raise ConfigError(f"{path} is not a folder of this user (Ray's sockets and logs go "
                           "there); remove it, or set RAY_TMPDIR to another folder")
-    return path
+    path.chmod(0o700)                  # Ray opened it to everyone when it held the sessions
+    sessions = path / "ray"
+    sessions.mkdir(exist_ok=True)
+    return sessions
 
 
 def remove_dead_sessions(directory: Path) -> None:

@@ -36,10 +36,13 @@ def test_the_sessions_folder_is_the_users_own(tmp_path, monkeypatch):
     monkeypatch.delenv("RAY_TMPDIR", raising=False)
     monkeypatch.setattr(launcher.tempfile, "gettempdir", lambda: str(tmp_path))
     path = launcher.private_sessions_dir()
-    assert path.parent == tmp_path and path.is_dir() and not path.is_symlink()
+    own = path.parent
+    assert own.parent == tmp_path and path.is_dir() and not own.is_symlink()
+    assert own.stat().st_mode & 0o777 == 0o700    # what Ray opens to everyone is inside
     assert launcher.private_sessions_dir() == path            # reused
     path.rmdir()
-    path.symlink_to(tmp_path)                     # planted: not a folder of this user's
+    own.rmdir()
+    own.symlink_to(tmp_path)                      # planted: not a folder of this user's
     with pytest.raises(ConfigError, match="is not a folder of this user"):
         launcher.private_sessions_dir()
 
@@ -47,4 +50,4 @@ def test_the_sessions_folder_is_the_users_own(tmp_path, monkeypatch):
 def test_ray_tmpdir_is_where_the_sessions_folder_goes(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
     (tmp_path / "ray").mkdir()
-    assert launcher.private_sessions_dir().parent == tmp_path / "ray"
+    assert launcher.private_sessions_dir().parent.parent == tmp_path / "ray"

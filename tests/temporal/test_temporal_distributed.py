@@ -10,6 +10,7 @@ import torch
 
 import gnnsys
 from tests.temporal.conftest import checkpoint_state
+from gnnsys.distributed import launcher
 from gnnsys.training import fit
 from gnnsys.testing import shared_data_dir
 
@@ -27,14 +28,17 @@ def assert_same_state(a, b):
 
 def test_ray_workers_equal_single_process(graph_factory, tiny_config, tmp_path):
     graph = graph_factory(edge_dim=2)
-    single = fit(tiny_config(run={"dir": str(tmp_path / "single")}), graph)
-    double = fit(tiny_config(run={"dir": str(tmp_path / "double")},
+    model = {"dropout": 0.2}         # each process drops what the single one does
+    single = fit(tiny_config(model=model, run={"dir": str(tmp_path / "single")}), graph)
+    double = fit(tiny_config(model=model, run={"dir": str(tmp_path / "double")},
                              cluster={"workers": 2, "cpus_per_worker": 1},
                              temporal={"ownership": "balanced"}), graph)
     assert_same_state(checkpoint_state(tmp_path / "single"),
                       checkpoint_state(tmp_path / "double"))
     assert double["test_ap"] == pytest.approx(single["test_ap"], abs=1e-4)
     assert single["bytes_sent"] == 0 < double["bytes_sent"]
+    # Ray opened its sessions folder to every user: the folder around it stays this user's
+    assert launcher.private_sessions_dir().parent.stat().st_mode & 0o777 == 0o700
 
 
 @pytest.mark.skipif(shared_data_dir() is None, reason="needs the shared temporal bundles")
