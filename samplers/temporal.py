@@ -260,8 +260,12 @@ def pair_recency(csr: TemporalCSR, u: np.ndarray, v: np.ndarray, times: np.ndarr
     the count, derived in this one place for scored pairs and ranked candidates alike."""
     met = np.asarray(count) > 0
     gap = np.where(met, times - last, 0.0)
-    since = np.stack([events_between(csr, end, last, times) for end in (u, v)], 1)
-    return gap, since * met[:, None]
+    since = np.zeros((len(met), 2), dtype=np.int64)
+    at = np.flatnonzero(met)                 # only pairs that met have a "since"
+    for side, end in enumerate((u, v)):
+        since[at, side] = events_between(csr, np.asarray(end)[at], np.asarray(last)[at],
+                                         np.asarray(times)[at])
+    return gap, since
 
 
 def pair_partners(csr: TemporalCSR, u: np.ndarray, times: np.ndarray
