@@ -279,6 +279,7 @@ def init_ray(config) -> None:
         logging.getLogger(RAY_TOKEN_LOGGER).addFilter(_quiet_token_notice)
         sessions = private_sessions_dir()
         remove_dead_sessions(sessions)
+        remove_dead_sessions(sessions.parent)   # where gnnsys before the inner folder put them
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
