@@ -131,12 +131,18 @@ class _Worker:
         # Ray prefixes the worker's lines with it: "(rank 0 pid=N)", not "(_Worker pid=N)"
         return f"rank {self.rank}"
 
-    def address(self) -> tuple[str, int, str]:
-        ip = _node_ip()
+    def address(self, local: bool) -> tuple[str, int, str]:
+        """Where rank 0 meets the others; `local`: every rank runs on this host, so loopback
+        (a routable address would expose the run's store and gloo pairs to the network)."""
+        ip = "127.0.0.1" if local else _node_ip()
         with socket.socket() as s:
             s.bind((ip, 0))
             port = s.getsockname()[1]
         return ip, port, uuid.uuid4().hex
+
+    def node_id(self) -> str:
+        import ray
+        return ray.get_runtime_context().get_node_id()
 
     def node_ip(self) -> str:
         """The address of this worker's Ray node (answered even mid-run: see max_concurrency)."""
@@ -423,7 +429,10 @@ def _run_group(ray, fn, config, args, world, threads, attempt):
     pending = []
     try:
         start = config.cluster.start_timeout_s
-        master = ray.get(actors[0].address.remote(), timeout=start)
+        # A worker's own idea of its node's address is the routable one, even on a private
+        # loopback cluster: one Ray node for every rank is what makes the group local.
+        local = len(set(ray.get([a.node_id.remote() for a in actors], timeout=start))) == 1
+        master = ray.get(actors[0].address.remote(local), timeout=start)
         try:
             ray.get([a.setup.remote(master, config) for a in actors], timeout=start)
         except ray.exceptions.RayTaskError as err:      # e.g. no GPU: the cause is one line

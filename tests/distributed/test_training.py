@@ -1,7 +1,8 @@
 """Two Ray workers train one model over two parts; a worker killed mid-epoch is
 recovered from the checkpoint without losing a completed epoch; a stuck peer becomes a
 clear error within cluster.timeout_s; a peer gone silent is named, whatever error its
-partner raised first. (Ray starts once per session: keep these few.)"""
+partner raised first; on a private local cluster the group's own sockets listen on
+loopback only. (Ray starts once per session: keep these few.)"""
 import os
 import signal
 import time
@@ -94,3 +95,22 @@ def test_partner_error_with_a_silent_peer_is_that_peers_failure(tiny_parts, dist
     with pytest.raises(WorkerFailure, match=r"worker 1 on node \S+ does not answer.*"
                                             r"gave up after cluster.max_failures=0"):
         launch(_partner_fails_while_rank_one_is_gone, config)
+
+
+def _listening(ctx, config):
+    import psutil
+    import ray
+    # the actor's own gRPC server is Ray's (README: Ray's ports listen beyond loopback)
+    actor = ray._private.state.actors(ray.get_runtime_context().get_actor_id())
+    return [c.laddr.ip for c in psutil.Process().net_connections("inet")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port != actor["Address"]["Port"]]
+
+
+def test_a_local_group_listens_on_loopback_only(tiny_parts, dist_config):
+    # A worker takes its node for the host's routable address: rank 0's torch store then
+    # listened on every interface and the gloo pairs on that address.
+    import sys
+    import ray.cloudpickle
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for rank, addresses in enumerate(launch(_listening, dist_config(tiny_parts))):
+        assert addresses and all(ip.startswith("127.") for ip in addresses), (rank, addresses)
