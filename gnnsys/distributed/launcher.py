@@ -284,8 +284,9 @@ def init_ray(config) -> None:
     else:
         logging.getLogger(RAY_TOKEN_LOGGER).addFilter(_quiet_token_notice)
         sessions = private_sessions_dir()
-        remove_dead_sessions(sessions)
-        remove_dead_sessions(sessions.parent)   # where gnnsys before the inner folder put them
+        for folder in (sessions, sessions.parent):  # the parent: where older gnnsys put them
+            end_orphans(folder, os.path.dirname(ray.__file__))
+            remove_dead_sessions(folder)
         # Logical CPUs only steer scheduling; leave room so later runs in this process
         # (tests, notebooks) with more workers than cores still get placed.
         need = config.cluster.workers * config.cluster.cpus_per_worker
@@ -316,14 +317,53 @@ def private_sessions_dir() -> Path:
     return sessions
 
 
+def _dead_session(name: str) -> bool:
+    """A session folder (session_<date>_<driver pid>) whose driver no longer runs."""
+    pid = name.rsplit("_", 1)[-1]
+    return name.startswith("session_") and pid.isdigit() and not pid_alive(int(pid))
+
+
+def end_orphans(directory: Path, ray_dir: str) -> list[int]:
+    """Kill this user's Ray processes left by a session in `directory` whose driver died,
+    and return their pids. A kill -9 of the driver takes its raylet along, but Ray's
+    dashboard and runtime-env agents live on for a minute or more, their command line no
+    longer naming the session: they are known by the session files they hold open. A
+    process is Ray's if its name is `ray::...` or it runs a program from `ray_dir` (Ray's
+    package), so a user's `less` of a dead session's log is left alone."""
+    prefix = os.path.realpath(directory) + os.sep
+    ended = []
+    try:
+        procs = [p for p in Path("/proc").iterdir() if p.name.isdigit()]
+    except OSError:             # no /proc (not Linux): the agents end on their own
+        return ended
+    for proc in procs:
+        try:
+            if proc.stat().st_uid != os.getuid() or int(proc.name) == os.getpid():
+                continue
+            argv = (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")
+            if not (argv[0].startswith("ray::") or
+                    any(a.startswith(ray_dir + os.sep) for a in argv[:2])):
+                continue
+            held = {os.readlink(fd) for fd in (proc / "fd").iterdir()}
+        except (OSError, ValueError):     # gone meanwhile, or not ours to read
+            continue
+        sessions = {h[len(prefix):].split(os.sep, 1)[0] for h in held if h.startswith(prefix)}
+        if sessions and all(_dead_session(name) for name in sessions):
+            with contextlib.suppress(OSError):
+                os.kill(int(proc.name), signal.SIGKILL)
+                ended.append(int(proc.name))
+    if ended:
+        log.info("ended %d Ray processes left by a killed run (%s)", len(ended),
+                 ", ".join(map(str, ended)))
+    return ended
+
+
 def remove_dead_sessions(directory: Path) -> None:
     """Delete the session folders (session_<date>_<driver pid>) whose driver no longer
     runs, except the newest of them: its logs explain the last run."""
     dead = []
     for entry in directory.glob("session_*_*"):
-        pid = entry.name.rsplit("_", 1)[1]
-        if entry.is_dir() and not entry.is_symlink() and pid.isdigit() and \
-                not pid_alive(int(pid)):
+        if entry.is_dir() and not entry.is_symlink() and _dead_session(entry.name):
             dead.append((entry.stat().st_mtime, entry))
     for _, entry in sorted(dead)[:-1]:
         shutil.rmtree(entry, ignore_errors=True)

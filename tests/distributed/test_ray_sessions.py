@@ -1,6 +1,7 @@
 """Private local Ray clusters keep their sessions in a folder of gnnsys's own, and a new
 run deletes what runs that no longer live left there (Ray keeps every session in /tmp/ray
-for ever; a killed run's piled up), except the newest, whose logs explain the last run."""
+for ever; a killed run's piled up), except the newest, whose logs explain the last run,
+and ends the Ray agents a killed driver left running."""
 import os
 import subprocess
 import sys
@@ -51,3 +52,29 @@ def test_ray_tmpdir_is_where_the_sessions_folder_goes(tmp_path, monkeypatch):
     monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "ray"))
     (tmp_path / "ray").mkdir()
     assert launcher.private_sessions_dir().parent.parent == tmp_path / "ray"
+
+
+def _holding(path, name):
+    """A process named `name` (its argv[0], as Ray names its agents) holding `path` open."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    child = subprocess.Popen([name, "-c", f"f = open({str(path)!r}, 'a'); print(flush=True); "
+                              "import time; time.sleep(60)"],
+                             executable=sys.executable, stdout=subprocess.PIPE)
+    child.stdout.readline()            # the file is open
+    return child
+
+
+def test_ray_agents_of_a_killed_driver_are_ended(tmp_path):
+    dead = tmp_path / f"session_2026-11-20_10-00-00_000000_{dead_pid()}"
+    live = tmp_path / f"session_2026-11-21_10-00-00_000000_{os.getpid()}"
+    orphan = _holding(dead / "logs" / "dashboard_agent.err", "ray::DashboardAgent")
+    kept = [_holding(live / "logs" / "dashboard_agent.err", "ray::DashboardAgent"),
+            _holding(dead / "logs" / "raylet.out", "less")]     # a user reading its log
+    try:
+        assert launcher.end_orphans(tmp_path, "/nonexistent/ray") == [orphan.pid]
+        assert orphan.wait(timeout=10) == -9
+        assert all(child.poll() is None for child in kept)
+    finally:
+        for child in [orphan, *kept]:
+            child.kill()
+            child.wait()
