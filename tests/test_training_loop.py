@@ -165,6 +165,14 @@ def test_rank_values_combine_as_declared():
         combine_ranks(ranks, {k: v for k, v in how.items() if k != "fetch_s"})
 
 
+def test_full_graph_phase_times_are_the_slowest_ranks():
+    from gnnsys.fullgraph.mode import TIME_KEYS, FullGraphMode
+    keys = [key for key, _ in TIME_KEYS] + ["time_epoch", "assign_solve_s", "epoch_s"]
+    ranks = [dict.fromkeys(keys, 0.3), dict.fromkeys(keys, 0.2)]
+    combined = combine_ranks(ranks, {**LOOP_REDUCTIONS, **FullGraphMode.reductions})
+    assert combined == dict.fromkeys(keys, 0.3)             # summed, they would be 0.5
+
+
 @pytest.mark.parametrize("mode", sorted(RUNS))
 def test_two_ranks_log_no_seconds_beyond_the_epoch(tmp_path, mode):
     """Two ranks as threads, through fit: every per-epoch seconds value the log holds
@@ -184,6 +192,7 @@ def test_two_ranks_log_no_seconds_beyond_the_epoch(tmp_path, mode):
     records = runlog.read_metrics(tmp_path / mode)
     assert [r["kind"] for r in records] == ["start", "epoch", "epoch", "final"]
     declared = {**LOOP_REDUCTIONS, **mode_class(mode).reductions}
+    compared = set()      # seconds keys where a sum of the ranks' values would show
     for epoch in runlog.epochs(tmp_path / mode):
         assert len(epoch["workers"]) == 2
         for key, value in epoch.items():
@@ -191,8 +200,17 @@ def test_two_ranks_log_no_seconds_beyond_the_epoch(tmp_path, mode):
                 key.startswith("time_")
             if seconds and key not in ("epoch_s", "eval_s"):
                 assert value <= epoch["epoch_s"], (key, value, epoch["epoch_s"])
+            if seconds and key in epoch["workers"][0]:
+                # the slowest rank's: a sum of two small values could still fit in epoch_s
+                ranks = [rank[key] for rank in epoch["workers"]]
+                assert value == pytest.approx(max(ranks), abs=1e-6), (key, value, ranks)
+                if min(ranks) > 1e-5:
+                    compared.add(key)
         for rank in epoch["workers"]:
             assert set(rank) - {"rank"} <= set(declared)
+    assert "epoch_s" in compared
+    if mode == "fullgraph":                    # its own phase times, not just the loop's
+        assert any(key.startswith("time_") for key in compared), compared
 
 
 @pytest.mark.parametrize("mode", sorted(RUNS))
