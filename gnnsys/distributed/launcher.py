@@ -132,8 +132,8 @@ class _Worker:
         return f"rank {self.rank}"
 
     def address(self, local: bool) -> tuple[str, int, str]:
-        """Where rank 0 meets the others; `local`: every rank runs on this host, so loopback
-        (a routable address would expose the run's store and gloo pairs to the network)."""
+        """Where rank 0 meets the others; `local`: every rank runs on rank 0's host, so
+        loopback (a routable address would expose the store and gloo pairs to the network)."""
         ip = "127.0.0.1" if local else _node_ip()
         with socket.socket() as s:
             s.bind((ip, 0))
@@ -428,7 +428,7 @@ def machine_cores() -> int:
 def warn_oversubscribed(config, threads: int) -> None:
     """One line when a private cluster's workers run more threads than this machine has
     cores: they then take turns on the cores, and a starved worker holds every collective
-    back (a run measured 3.4x slower), which nothing else would show."""
+    back, several times slower, which nothing else would show."""
     workers, cores = config.cluster.workers, machine_cores()
     if workers * threads > cores:
         key = "sampler.threads" if config.sampler.threads else "cluster.cpus_per_worker"
