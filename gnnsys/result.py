@@ -305,26 +305,34 @@ def _read_columns(path: Path) -> list:
 
 def _read_csv(path: Path) -> list:
     """A CSV query file's columns: a header of names (quoted or not, after a UTF-8 byte
-    order mark or not), then numbers; ids too large for a float64's 53 bits read exactly."""
+    order mark or not), then numbers, parsed as the file streams by (no copy of its
+    text); ids too large for a float64's 53 bits read again exactly."""
     import csv
+    import warnings
     with open(path, encoding="utf-8-sig", newline="") as f:
-        names = [n.strip() for n in next(csv.reader(f, skipinitialspace=True), [])]
-        rows = f.readlines()
-    if not rows:
-        return [(n, np.zeros(0)) for n in names]
-    data = np.loadtxt(rows, delimiter=",", quotechar='"', ndmin=2, dtype=np.float64)
-    if data.shape[1] != len(names):
-        raise ValueError(f"{data.shape[1]} values a row under {len(names)} names")
-    columns = [(n, data[:, i]) for i, n in enumerate(names)]
-    for i, (n, v) in enumerate(columns):
-        if n in ("src", "dst") and np.any(np.abs(v) >= 2 ** 53):
-            for dtype in (np.int64, np.uint64):      # the one that holds every id
-                try:
-                    columns[i] = (n, np.loadtxt(rows, delimiter=",", quotechar='"',
-                                                usecols=i, dtype=dtype))
-                    break
-                except ValueError:
-                    pass
+        names = [n.strip() for n in next(csv.reader([f.readline()], skipinitialspace=True), [])]
+        body = f.tell()
+
+        def read(**how):
+            f.seek(body)
+            with warnings.catch_warnings():     # "no data": said below, in one line
+                warnings.simplefilter("ignore", UserWarning)
+                return np.loadtxt(f, delimiter=",", quotechar='"', ndmin=2, **how)
+
+        data = read(dtype=np.float64)
+        if not len(data):
+            return [(n, np.zeros(0)) for n in names]
+        if data.shape[1] != len(names):
+            raise ValueError(f"{data.shape[1]} values a row under {len(names)} names")
+        columns = [(n, data[:, i]) for i, n in enumerate(names)]
+        for i, (n, v) in enumerate(columns):
+            if n in ("src", "dst") and np.any(np.abs(v) >= 2 ** 53):
+                for dtype in (np.int64, np.uint64):      # the one that holds every id
+                    try:
+                        columns[i] = (n, read(usecols=i, dtype=dtype)[:, 0])
+                        break
+                    except ValueError:
+                        pass
     return columns
 
 
