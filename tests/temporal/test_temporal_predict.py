@@ -159,6 +159,7 @@ def test_query_files_as_users_write_them(tmp_path, capsys):
     assert result.embeddings(end, nodes=ids[[59, 3]])["node_id"].tolist() == ids[[59, 3]].tolist()
 
 
+@pytest.mark.timeout(300)       # a FIFO opened for reading would block: fail, not hang
 def test_query_files_that_cannot_be_read_as_meant_are_one_line(tmp_path, capsys):
     """Repeated columns (which is meant?), a directory or a FIFO in place of the file
     (neither is "no such query file"; a FIFO must not block), and times no model clock
