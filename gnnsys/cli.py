@@ -95,12 +95,13 @@ def _report(args) -> int:
 
 def _predict(args) -> int:
     from .result import load_run
+    from .temporal_graph import exact_time
     result = load_run(args.run_dir)
     if args.embeddings_at is not None or args.layer is not None:
         table = result.embeddings(args.embeddings_at, args.layer, nodes=args.nodes,
                                   split=args.split, out=args.out, workers=args.workers)
         print(f"{args.out}: {len(table['node_id'])} embeddings of dimension "
-              f"{table['embedding'].shape[1]} " + (f"as of t={args.embeddings_at:g}"
+              f"{table['embedding'].shape[1]} " + (f"as of t={exact_time(args.embeddings_at)}"
                                                    if args.layer is None else
                                                    f"from layer {args.layer}"))
         return 0

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
+from .temporal_graph import exact_time
 
 
 class RunResult(dict):
@@ -96,7 +97,7 @@ class RunResult(dict):
         events = prepared[0]
         rows = np.arange(events.num_nodes) if nodes is None else \
             node_rows(np.asarray(nodes).reshape(-1), ids, events.num_nodes)
-        _check_times(np.array([at]), events)
+        _check_times(np.array([at]), events, "embeddings time")
         got = self._run_queries(config, prepared, "embed_nodes", (rows, at))
         return {"node_id": rows if ids is None else ids[rows], "embedding": got["embedding"]}
 
@@ -217,10 +218,14 @@ def node_rows(nodes: np.ndarray, ids: np.ndarray | None, num_nodes: int,
         rows, known = nodes.astype(np.int64), (nodes >= 0) & (nodes < num_nodes)
         span = f"0..{num_nodes - 1}"
     else:
+        # compared in the ids' own type (int64 or uint64: numpy would compare the two
+        # as float64, inexact past 2^53); an id that type cannot hold is unknown
+        fits = nodes >= 0 if ids.dtype.kind == "u" else nodes <= np.iinfo(np.int64).max
+        same = np.where(fits, nodes, 0).astype(ids.dtype)
         order = np.argsort(ids, kind="stable")
-        at = np.minimum(np.searchsorted(ids, nodes, sorter=order), len(ids) - 1)
+        at = np.minimum(np.searchsorted(ids, same, sorter=order), len(ids) - 1)
         rows = order[at]
-        known = ids[rows] == nodes
+        known = fits & (ids[rows] == same)
         span = f"{ids.min()}..{ids.max()}, not contiguous" if len(ids) else "none"
     unknown = nodes[~known]
     if len(unknown):
@@ -234,52 +239,61 @@ QUERY_COLUMNS = ("src", "dst", "t")
 
 
 def read_queries(queries) -> dict:
-    """Query events {"src", "dst" (int64 node ids), "t" (float64)} from a mapping or a
-    .csv (a header naming the columns), .npz or .parquet file; a bad one is one line."""
+    """Query events {"src", "dst" (node ids: int64, or uint64 where ids pass 2^63 - 1),
+    "t" (float64)} from a mapping or a .csv (a header naming the columns), .npz or
+    .parquet file; a bad one is one line."""
     if isinstance(queries, dict):
         name, columns = "queries", dict(queries)
     else:
-        name, columns = str(queries), _read_columns(Path(queries))
+        name, named = str(queries), _read_columns(Path(queries))
+        names = [n for n, _ in named]
+        twice = [c for c in QUERY_COLUMNS if names.count(c) > 1]
+        if twice:
+            raise ConfigError(f"{name} has {names.count(twice[0])} columns named "
+                              f"{twice[0]!r}; which one is meant is a guess: give each of "
+                              "src, dst, t once")
+        columns = dict(named)
     missing = [c for c in QUERY_COLUMNS if c not in columns]
     if missing:
         raise ConfigError(f"{name} has no column {missing[0]!r}; query events need columns "
                           "src, dst, t (docs/DATA.md)")
+    from .datasets.bundles import exact_ids
     out = {c: np.asarray(columns[c]).reshape(-1) for c in QUERY_COLUMNS}
     if not len(out["src"]) or len({len(v) for v in out.values()}) != 1:
         raise ConfigError(f"{name}: src, dst and t must be equally long and not empty "
                           f"(got {', '.join(str(len(v)) for v in out.values())})")
     for c in ("src", "dst"):
         v = out[c]
-        if v.dtype.kind == "f" and np.all(np.isfinite(v)) and np.all(v == np.round(v)):
-            v = v.astype(np.int64)          # a CSV reads every column as float
+        if v.dtype.kind == "f" and np.all(np.abs(v) < 2 ** 53) and np.all(v == np.round(v)):
+            v = v.astype(np.int64)          # a float holds whole numbers exactly below 2^53
         if v.dtype.kind not in "iu":
             raise ConfigError(f"{name}: column {c!r} must hold integer node ids, "
                               f"got {v.dtype}")
-        out[c] = v.astype(np.int64)
+        out[c] = exact_ids(v)
     if out["t"].dtype.kind not in "iuf" or not np.all(np.isfinite(out["t"])):
         raise ConfigError(f"{name}: column 't' must hold finite times")
     out["t"] = out["t"].astype(np.float64)
     return out
 
 
-def _read_columns(path: Path) -> dict:
-    if not path.is_file():
+def _read_columns(path: Path) -> list:
+    """[(column name, values)] of a query file, in the file's order (names may repeat)."""
+    if not path.exists():
         raise ConfigError(f"{path}: no such query file")
+    if not path.is_file():              # a FIFO would block the read, a directory fail it
+        what = "a directory" if path.is_dir() else "not a regular file (a pipe or a device)"
+        raise ConfigError(f"{path} is {what}, not a query file; give a .csv, .npz or "
+                          ".parquet file with columns src, dst, t")
     try:
         if path.suffix == ".csv":
-            header, *rows = path.read_text().splitlines() or [""]
-            names = [h.strip() for h in header.split(",")]
-            data = np.loadtxt(rows, delimiter=",", ndmin=2, dtype=np.float64) if rows else \
-                np.zeros((0, len(names)))
-            if data.shape[1] != len(names):
-                raise ValueError(f"{data.shape[1]} values a row under {len(names)} names")
-            return {name: data[:, i] for i, name in enumerate(names)}
+            return _read_csv(path)
         if path.suffix == ".npz":
             with np.load(path, allow_pickle=False) as data:
-                return {k: data[k] for k in data.files}
+                return [(k, data[k]) for k in data.files]
         if path.suffix == ".parquet":
             import pyarrow.parquet as pq
-            return {k: v.to_numpy() for k, v in pq.read_table(path).to_pydict().items()}
+            table = pq.ParquetFile(path).read()    # read_table refuses repeated names
+            return [(k, table.column(i).to_numpy()) for i, k in enumerate(table.column_names)]
     except ImportError:
         raise ConfigError(f"{path}: reading .parquet needs pyarrow (pip install "
                           '"gnnsys[predict]"); or write the queries as .csv or .npz') from None
@@ -289,15 +303,61 @@ def _read_columns(path: Path) -> dict:
     raise ConfigError(f"{path}: query files are .csv (a header src,dst,t), .npz or .parquet")
 
 
-def _check_times(t: np.ndarray, events) -> None:
-    """Query times start at validation's end: the memory the checkpoint holds is as of then."""
+def _read_csv(path: Path) -> list:
+    """A CSV query file's columns: a header of names (quoted or not, after a UTF-8 byte
+    order mark or not), then numbers, parsed as the file streams by (no copy of its
+    text); ids too large for a float64's 53 bits read again exactly."""
+    import csv
+    import warnings
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        names = [n.strip() for n in next(csv.reader([f.readline()], skipinitialspace=True), [])]
+        body = f.tell()
+
+        def read(**how):
+            f.seek(body)
+            with warnings.catch_warnings():     # "no data": said below, in one line
+                warnings.simplefilter("ignore", UserWarning)
+                return np.loadtxt(f, delimiter=",", quotechar='"', ndmin=2, **how)
+
+        data = read(dtype=np.float64)
+        if not len(data):
+            return [(n, np.zeros(0)) for n in names]
+        if data.shape[1] != len(names):
+            raise ValueError(f"{data.shape[1]} values a row under {len(names)} names")
+        columns = [(n, data[:, i]) for i, n in enumerate(names)]
+        for i, (n, v) in enumerate(columns):
+            if n in ("src", "dst") and np.any(np.abs(v) >= 2 ** 53):
+                for dtype in (np.int64, np.uint64):      # the one that holds every id
+                    try:
+                        columns[i] = (n, read(usecols=i, dtype=dtype)[:, 0])
+                        break
+                    except ValueError:
+                        pass
+    return columns
+
+
+def _check_times(t: np.ndarray, events, what: str = "query time") -> None:
+    """Query times are finite, start at validation's end (the memory the checkpoint holds
+    is as of then) and stay within what the models' float32 clocks hold (seconds since
+    the first event). `what`: a query file's times (named by row), or one time."""
     lo, hi = events.val
     start = events.t0 + (events.t[hi - 1] if hi > lo else 0.0)
-    early = np.flatnonzero(t < start)
-    if len(early):
-        raise ConfigError(f"query time t={t[early[0]]:g} (row {early[0]}) is before the end of "
-                          f"the run's validation events (t={start:g}): the run's memory is "
-                          "as of then, so queries start there")
+    latest = events.t0 + float(np.finfo(np.float32).max)
+
+    def named(i):
+        return f"{what} t={exact_time(t[i])}" + (f" (row {i})" if what == "query time" else "")
+
+    if len(bad := np.flatnonzero(~np.isfinite(t))):
+        raise ConfigError(f"{named(bad[0])} is not a finite number; give a time in the "
+                          f"dataset's own units, from t={exact_time(start)}")
+    if len(early := np.flatnonzero(t < start)):
+        raise ConfigError(f"{named(early[0])} is before the end of the run's validation "
+                          f"events (t={exact_time(start)}): the run's memory is as of then, "
+                          "so queries start there")
+    if len(late := np.flatnonzero(t > latest)):
+        raise ConfigError(f"{named(late[0])} is past the latest time the models' float32 "
+                          f"clocks hold (t={exact_time(latest)}: the first event's + 3.4e38 "
+                          "seconds); give a time in the dataset's own units")
 
 
 def restored_mode(ctx, config, state: dict, *prepared):

@@ -94,3 +94,12 @@ class TemporalGraph:
         return (f"TemporalGraph({self.name}: nodes={self.num_nodes:,} ({kind}), "
                 f"events={self.num_events:,}, edge_feat={self.edge_feat_dim}, "
                 f"train={train:,}, val={val:,}, test={test:,})")
+
+
+def exact_time(t) -> str:
+    """A time as written, to the last digit (`2218290`, `0.25`, `1e+308`), not rounded
+    to 6 digits as `:g` would (`2.21829e+06`)."""
+    t = t.item() if isinstance(t, np.generic) else t
+    if isinstance(t, float) and t.is_integer() and abs(t) < 2 ** 53:
+        return str(int(t))
+    return repr(t)

@@ -105,9 +105,17 @@ def node_ids(path: Path) -> np.ndarray | None:
     path = Path(path)
     if path.is_dir():
         file = path / "node_ids.npy"
-        return np.load(file, allow_pickle=False).astype(np.int64) if file.exists() else None
+        return exact_ids(np.load(file, allow_pickle=False)) if file.exists() else None
     with np.load(path, allow_pickle=False) as data:
-        return data["node_ids"].astype(np.int64) if "node_ids" in data.files else None
+        return exact_ids(data["node_ids"]) if "node_ids" in data.files else None
+
+
+def exact_ids(ids: np.ndarray) -> np.ndarray:
+    """Integer node ids as int64, or as uint64 where one passes int64's range (never
+    wrapped to a negative number)."""
+    if ids.dtype.kind == "u" and len(ids) and ids.max() > np.iinfo(np.int64).max:
+        return ids.astype(np.uint64)
+    return ids.astype(np.int64)
 
 
 def _check_node_ids(arrays: dict, num_nodes: int) -> None:

@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 
 from ..sparse_features import as_csr, densified, is_sparse
+from ..temporal_graph import exact_time
 from .errors import DatasetError
 from .registry import load_dataset
 
@@ -72,12 +73,37 @@ def check_labels_and_splits(name: str, graph) -> None:
 
 
 def check_events(name: str, graph) -> None:
-    """Event times must be finite (NaN would surface as an empty split)."""
+    """An event stream to train on: some events, node ids from 0, finite times, and
+    split times that leave every split some events (else each would surface later as a
+    raw error or a bare "empty split")."""
     t = np.asarray(graph.t)
+    if not len(t):
+        raise DatasetError(f"dataset '{name}' holds no events (src, dst and t are empty); "
+                           "a temporal run trains on a time-ordered stream of events")
+    for side in ("src", "dst"):
+        ids = np.asarray(getattr(graph, side))
+        if ids.dtype.kind == "i" and ids.min() < 0:
+            bad = np.flatnonzero(ids < 0)
+            raise DatasetError(f"dataset '{name}': event {bad[0]} has {side} {ids[bad[0]]}; "
+                               f"node ids are rows 0..num_nodes-1 ({len(bad)} events have a "
+                               "negative one; a bundle keeps ids of its own in 'node_ids')")
     if t.dtype.kind == "f" and not np.all(np.isfinite(t)):
         bad = np.flatnonzero(~np.isfinite(t))
         raise DatasetError(f"dataset '{name}': event {bad[0]} has time {t[bad[0]]}; every "
                            f"event needs a finite time ({len(bad)} do not)")
+    val_t, test_t = graph.val_time, graph.test_time
+    if val_t > test_t:
+        raise DatasetError(f"dataset '{name}': split_val_t {exact_time(val_t)} is after "
+                           f"split_test_t {exact_time(test_t)}, the splits' times are "
+                           "inverted (validation is split_val_t < t <= split_test_t): "
+                           "swap them")
+    for split, count in zip(("train", "validation", "test"), map(np.sum, graph.split_masks())):
+        if not count:
+            raise DatasetError(
+                f"dataset '{name}': no event falls in the {split} split (train t <= "
+                f"{exact_time(val_t)} < validation <= {exact_time(test_t)} < test; the "
+                f"events' times span {exact_time(t[0])}..{exact_time(t[-1])}); move "
+                "split_val_t / split_test_t inside that span")
 
 
 def check_finite(name: str, rows, what: str, chunk: int = 1 << 16) -> None:

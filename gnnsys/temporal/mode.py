@@ -53,6 +53,9 @@ class TemporalMode(Mode):
     # 2: pair history's events since the pair met (its features' width), the mixed
     # strategy's idle-source column, dropout drawn per global batch
     training_version = 2
+    # the queries (or nodes to embed) one forward takes on a rank: its memory grows with
+    # them (neighbours, memory rows, attention), so a query file's size must not set it
+    query_chunk = 4096
     # node features are not stored as a feature store's float16 rows
     supports = {"model.arch": ARCHS, "model.residual": (False,), "train.compile": (False, True),
                 "dataset.feature_dtype": ("float32",), "train.precision": ("fp32",)}
@@ -350,7 +353,8 @@ class TemporalMode(Mode):
     def _replay(self, times: np.ndarray):
         """Replays the test stream from the selected snapshot's memory (validation's end)
         as the final evaluation does, and yields this rank's share of the queries due
-        before each test batch runs (then those due after the stream). A query at time t
+        before each test batch runs (then those due after the stream), at most
+        `query_chunk` at a time: a query file's size bounds no batch. A query at time t
         is due at the batch holding the first event at or after t: it sees every earlier
         batch and no event of its own, as a test event does, so a test event's own
         (src, dst, t) scores as the evaluation scored it. Collective: every rank replays
@@ -368,12 +372,14 @@ class TemporalMode(Mode):
                             self.config.sampler.prefetch)
         bar = progress(total=last, desc="replay", unit="batch",
                        enabled=self.config.train.progress and self.ctx.is_main)
+        step = self.query_chunk * self.ctx.world_size    # every rank cuts the same pieces
         try:
             for k in range(last + 1):
                 queued = order[bounds[k]:bounds[k + 1]]
-                if len(queued):
-                    a, b = shard(0, len(queued), self.ctx.rank, self.ctx.world_size)
-                    yield queued[a:b]
+                for piece in range(0, len(queued), step):
+                    a, b = shard(0, len(queued[piece:piece + step]), self.ctx.rank,
+                                 self.ctx.world_size)
+                    yield queued[piece + a:piece + b]
                 if k < last:
                     batch = next(stream)
                     _, memory, memory_ts, moved, _ = self._forward(batch, train=False)

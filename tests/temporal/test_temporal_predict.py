@@ -124,3 +124,115 @@ def test_bad_queries_are_one_line(tmp_path, capsys):
     with pytest.raises(ConfigError, match="query files are .csv"):
         (tmp_path / "q.txt").write_text("src,dst,t\n")
         result.predict(queries=tmp_path / "q.txt")
+
+
+def test_query_files_as_users_write_them(tmp_path, capsys):
+    """.parquet (written by pyarrow), a CSV header after a byte order mark and in quotes,
+    and node ids past 2^63 - 1 (uint64, queried as given, not wrapped to negative)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    graph = make_tiny_graph()
+    perm = np.random.default_rng(1).permutation(graph.num_nodes).astype(np.uint64)
+    ids = np.uint64(2 ** 63 - 100) + np.uint64(7) * perm      # both sides of 2^63
+    bundle = tmp_path / "stream.npz"
+    np.savez(bundle, src=graph.src, dst=graph.dst, t=graph.t, node_ids=ids)
+    result, graph = temporal_run(tmp_path, bundle=bundle)
+    run, end = str(result.run_dir), float(graph.t[-1]) + 5
+    rows = np.array([(1, 2), (3, 4), (59, 0), (int(np.argmax(ids)), int(np.argmin(ids)))])
+    src, dst = ids[rows[:, 0]], ids[rows[:, 1]]
+    t = np.full(len(rows), end)
+    pq.write_table(pa.table({"t": t, "src": src, "dst": dst}), tmp_path / "q.parquet")
+    (tmp_path / "q.csv").write_text('\ufeff"src", "dst","t"\n' + "".join(
+        f'{s},"{d}",{end}\n' for s, d in zip(src, dst)), encoding="utf-8")
+    np.savez(tmp_path / "q.npz", src=src, dst=dst, t=t)
+    h = torch.from_numpy(result.embeddings(end)["embedding"])
+    with torch.no_grad():
+        expected = result.model.score(h[rows[:, 0]], h[rows[:, 1]]).numpy()
+    for name in ("q.parquet", "q.csv", "q.npz"):
+        out = tmp_path / f"{name}.out.npz"
+        assert main(["predict", run, "--queries", str(tmp_path / name), "--out", str(out)]) \
+            == 0, capsys.readouterr().err
+        with np.load(out) as s:
+            assert s["src"].dtype == np.uint64 and s["src"].tolist() == src.tolist(), name
+            assert s["dst"].tolist() == dst.tolist(), name
+            np.testing.assert_allclose(s["score"], expected, rtol=1e-5, atol=1e-5)
+    assert result.embeddings(end, nodes=ids[[59, 3]])["node_id"].tolist() == ids[[59, 3]].tolist()
+
+
+@pytest.mark.timeout(300)       # a FIFO opened for reading would block: fail, not hang
+def test_query_files_that_cannot_be_read_as_meant_are_one_line(tmp_path, capsys):
+    """Repeated columns (which is meant?), a directory or a FIFO in place of the file
+    (neither is "no such query file"; a FIFO must not block), and times no model clock
+    holds: one line, exit 2."""
+    import os
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    result, graph = temporal_run(tmp_path, bundle=own_bundle(tmp_path)[0])
+    run, end = str(result.run_dir), float(graph.t[-1])
+    (tmp_path / "twice.csv").write_text(f"src,src,dst,t\n1000,1007,1014,{end}\n")
+    pq.write_table(pa.Table.from_arrays([pa.array([1000]), pa.array([1007]), pa.array([1014]),
+                                         pa.array([end])], names=["src", "dst", "dst", "t"]),
+                   tmp_path / "twice.parquet")
+    (tmp_path / "far.csv").write_text("src,dst,t\n1000,1007,1e308\n")
+    (tmp_path / "dir.csv").mkdir()
+    os.mkfifo(tmp_path / "fifo.csv")
+    cases = {"twice.csv": "has 2 columns named 'src'", "twice.parquet": "columns named 'dst'",
+             "dir.csv": "dir.csv is a directory, not a query file",
+             "fifo.csv": "fifo.csv is not a regular file (a pipe or a device)",
+             "far.csv": "query time t=1e+308 (row 0) is past the latest time the models' "
+                        "float32 clocks hold"}
+    for name, message in cases.items():
+        assert main(["predict", run, "--queries", str(tmp_path / name), "--out",
+                     str(tmp_path / "x.npz")]) == 2, name
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "no such" not in err, err
+    for at, message in (("nan", "t=nan is not a finite number"),
+                        ("inf", "t=inf is not a finite number"),
+                        ("1e308", "t=1e+308 is past the latest time")):
+        assert main(["predict", run, "--embeddings-at", at, "--out",
+                     str(tmp_path / "x.npz")]) == 2, at
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "x.npz").exists()
+
+
+def test_the_earliest_query_time_prints_exactly():
+    from types import SimpleNamespace
+    from gnnsys.result import _check_times
+    events = SimpleNamespace(t0=2_000_000.0, t=np.array([0.0, 218_290.0, 218_290.25]),
+                             val=(0, 3))
+    with pytest.raises(ConfigError, match=r"query time t=2218290 \(row 1\) is before the end "
+                                          r"of the run's validation events \(t=2218290.25\)"):
+        _check_times(np.array([2_218_291.0, 2_218_290.0]), events)
+
+
+def test_queries_are_scored_in_bounded_chunks(tmp_path, monkeypatch):
+    """A query file's size sets no batch's: queries go through the model at most
+    `TemporalMode.query_chunk` per forward on each rank, and score as unchunked."""
+    from gnnsys.temporal.batch import BatchPlanner
+    from gnnsys.temporal.mode import TemporalMode
+    result, graph = temporal_run(tmp_path)
+    val_end = mode_class("temporal").prepare(result.config, graph)[0].val[1]
+    rng = np.random.default_rng(0)
+    n = 1500            # during the test stream and after it, many due at the same batch
+    queries = {"src": rng.integers(0, graph.num_nodes, n),
+               "dst": rng.integers(0, graph.num_nodes, n),
+               "t": np.sort(rng.uniform(graph.t[val_end - 1], graph.t[-1] + 50, n))}
+    whole = result.predict(queries=queries)["score"]
+    sizes = []
+    planned = BatchPlanner.query_batch
+
+    def recorded(self, src, *args):
+        sizes.append(len(src))
+        return planned(self, src, *args)
+
+    monkeypatch.setattr(BatchPlanner, "query_batch", recorded)
+    monkeypatch.setattr(TemporalMode, "query_chunk", 7)
+    for workers in (1, 2):
+        sizes.clear()
+        chunked = result.predict(queries=queries, workers=workers)["score"]
+        np.testing.assert_allclose(chunked, whole, rtol=1e-5, atol=1e-6)
+        assert max(sizes) == 7 and sum(sizes) == n, (workers, max(sizes), sum(sizes))
+    sizes.clear()
+    embedded = result.embeddings(float(graph.t[-1]) + 5)["embedding"]
+    assert max(sizes) == 7 and sum(sizes) == graph.num_nodes and len(embedded) == graph.num_nodes

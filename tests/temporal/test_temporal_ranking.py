@@ -100,3 +100,19 @@ def test_ranking_is_optional_and_the_same_on_two_workers(tiny_config, tmp_path):
     off = fit(tiny_config(run={"dir": str(tmp_path / "off")}, temporal={"rank_all": False}),
               graph)
     assert "test_mrr_all" not in off and off["test_ap"] == one["test_ap"]
+
+
+def test_a_tie_with_the_true_destination_counts_half():
+    """Featureless graphs tie often (candidates without history score alike): a tie is
+    neither a win (optimistic) nor a loss (pessimistic), as `mean_reciprocal_rank` counts."""
+    from types import SimpleNamespace
+    scores = torch.tensor([[0.5, 2.0, 2.0, 2.0, 1.0],      # dst 1 tied with 2 others
+                           [3.0, 1.0, 1.0, 0.0, 1.0],      # dst 2: one higher, 2 tied
+                           [0.0, 0.0, 0.0, 0.0, 0.0],      # dst 4: everything ties
+                           [0.0, 0.0, 9.0, 0.0, 0.0]])     # dst 2: no tie
+    fake = SimpleNamespace(model=SimpleNamespace(pair_encoder=None,
+                                                 score_all=lambda h, c, met: scores),
+                           _candidate_column=np.arange(5), device=torch.device("cpu"))
+    batch = SimpleNamespace(dst=np.array([1, 2, 4, 2]))
+    rank = temporal_mode.TemporalMode._ranks_against_all(fake, batch, None, None)
+    assert rank.tolist() == [2.0, 3.0, 3.0, 1.0]
