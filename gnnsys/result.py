@@ -123,10 +123,9 @@ class RunResult(dict):
                 partition=dataclasses.replace(config.partition, num_parts=None))
         cls = mode_class(config.mode)
         d = config.dataset
-        graph = graph if graph is not None else self._graph
-        ids = getattr(graph, "node_ids", None) if graph is not None else \
+        ids = getattr(self._graph, "node_ids", None) if self._graph is not None else \
             dataset_node_ids(d.name, root=d.root, path=d.path, task=cls.task)
-        return config, cls.prepare(config, graph), ids
+        return config, cls.prepare(config, graph if graph is not None else self._graph), ids
 
     def _classify(self, split, nodes, workers, layers=None) -> dict:
         from .datasets import load_run_graph
