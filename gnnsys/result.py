@@ -224,7 +224,9 @@ def other_dataset(config, overrides):
         raise PredictError("dataset.normalize_features=standard scales features by the mean "
                            "and std of the training nodes, which another graph does not "
                            "have: predict on the run's own dataset")
-    return changed
+    # K workers partition the new graph in a folder of its own, not the run's partition.dir
+    return dataclasses.replace(changed, partition=dataclasses.replace(changed.partition,
+                                                                      dir=None))
 
 
 def prediction_workers(config, workers: int | None) -> int:

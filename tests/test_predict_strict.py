@@ -70,19 +70,23 @@ def test_a_dataset_file_replaced_at_the_same_shape_is_refused(tmp_path, capsys):
 
 
 def test_a_run_still_training_is_named_so_not_sent_to_resume(tmp_path, capsys):
+    """Mid-run (no final record yet) or resumed after it finished: the lock says so."""
     result = train(tmp_path)
-    training = RunDir(result.run_dir)
-    training.lock()                       # as the training process holds it
-    try:
-        for command in ("predict", "export"):
-            err = refused(capsys, command, str(result.run_dir), "--out",
-                          str(tmp_path / "p.npz"))
-            assert f"run error: the run in {result.run_dir} is still training (pid " \
-                f"{os.getpid()})" in err and "--resume" not in err, err
-    finally:
-        training.unlock()
     log = result.run_dir / "metrics.jsonl"
-    log.write_text(log.read_text().splitlines()[0] + "\n")
+    finished = log.read_text()
+    training = RunDir(result.run_dir)
+    for text in (finished.splitlines()[0] + "\n", finished):
+        log.write_text(text)
+        training.lock()                       # as the training process holds it
+        try:
+            for command in ("predict", "export"):
+                err = refused(capsys, command, str(result.run_dir), "--out",
+                              str(tmp_path / "p.npz"))
+                assert f"run error: the run in {result.run_dir} is still training (pid " \
+                    f"{os.getpid()})" in err and "--resume" not in err, err
+        finally:
+            training.unlock()
+    log.write_text(finished.splitlines()[0] + "\n")
     err = refused(capsys, "predict", str(result.run_dir), "--out", str(tmp_path / "p.npz"))
     assert "run error: the run in" in err and "has not finished" in err, err
 
@@ -90,10 +94,6 @@ def test_a_run_still_training_is_named_so_not_sent_to_resume(tmp_path, capsys):
 def test_predict_runs_in_one_process_where_the_run_trained_here(tmp_path, monkeypatch):
     import gnnsys.distributed
     result = train(tmp_path, workers=2, launcher="threads")
-    assert prediction_workers(result.config, None) == 1
-    config = from_dict(result.config.to_dict() | {"cluster": {"workers": 2,
-                                                              "address": "10.0.0.1:6379"}})
-    assert prediction_workers(config, None) == 2 and prediction_workers(config, 3) == 3
     launched = []
     launch = gnnsys.distributed.launch
     monkeypatch.setattr(gnnsys.distributed, "launch",
@@ -103,6 +103,10 @@ def test_predict_runs_in_one_process_where_the_run_trained_here(tmp_path, monkey
     assert launched == [1]
     np.testing.assert_allclose(alone["scores"], result.predict(workers=2)["scores"],
                                rtol=1e-5, atol=1e-5)
+    assert prediction_workers(result.config, None) == 1
+    config = from_dict(result.config.to_dict() | {"cluster": {"workers": 2,
+                                                              "address": "10.0.0.1:6379"}})
+    assert prediction_workers(config, None) == 2 and prediction_workers(config, 3) == 3
 
 
 def test_bad_requests_are_refused_before_any_inference(tmp_path, capsys, monkeypatch):
