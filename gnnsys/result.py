@@ -63,9 +63,9 @@ class RunResult(dict):
         temporal = mode_class(self.config.mode).task == "link_prediction"
         if temporal != (queries is not None):
             raise PredictError("a temporal run predicts query events: give queries (gnnsys "
-                              "predict --queries FILE, columns src, dst, t; docs/DATA.md)"
-                              if temporal else "queries are for temporal runs; this run's "
-                              f"mode is {self.config.mode}: predict a split or node ids")
+                               "predict --queries FILE, columns src, dst, t; docs/DATA.md)"
+                               if temporal else "queries are for temporal runs; this run's "
+                               f"mode is {self.config.mode}: predict a split or node ids")
         if temporal:
             table = self._score_queries(read_queries(queries), workers)
         else:
@@ -84,9 +84,9 @@ class RunResult(dict):
         temporal = mode_class(self.config.mode).task == "link_prediction"
         if temporal != (at is not None) or temporal == (layer is not None):
             raise PredictError("a temporal run embeds nodes as of a time: give at (gnnsys "
-                              "predict --embeddings-at T)" if temporal else "a node run embeds "
-                              "nodes by a layer's output: give layer (gnnsys predict --layer "
-                              f"L, 1..{self.config.model.layers})")
+                               "predict --embeddings-at T)" if temporal else "a node run embeds "
+                               "nodes by a layer's output: give layer (gnnsys predict --layer "
+                               f"L, 1..{self.config.model.layers})")
         if out is not None:
             table_format(out)
         if temporal:
@@ -94,7 +94,7 @@ class RunResult(dict):
         else:
             if not 1 <= layer <= self.config.model.layers:
                 raise PredictError(f"layer {layer}: the run's model has layers 1.."
-                                  f"{self.config.model.layers} (model.layers)")
+                                   f"{self.config.model.layers} (model.layers)")
             got = self._classify(split, nodes, workers, layers=layer)
             table = {"node_id": got["node_id"], "embedding": got["scores"]}
         if out is not None:
@@ -305,8 +305,8 @@ def node_rows(nodes: np.ndarray, ids: np.ndarray | None, num_nodes: int,
     unknown = nodes[~known]
     if len(unknown):
         raise PredictError(f"{what} {unknown[0]} is not in the run's dataset ({num_nodes} "
-                          f"nodes, ids {span}); {len(unknown)} of the {len(nodes)} ids given "
-                          "are unknown")
+                           f"nodes, ids {span}); {len(unknown)} of the {len(nodes)} ids given "
+                           "are unknown")
     return rows
 
 
@@ -376,8 +376,8 @@ def _check_times(t: np.ndarray, events) -> None:
     early = np.flatnonzero(t < start)
     if len(early):
         raise PredictError(f"query time t={t[early[0]]:g} (row {early[0]}) is before the end of "
-                          f"the run's validation events (t={start:g}): the run's memory is "
-                          "as of then, so queries start there")
+                           f"the run's validation events (t={start:g}): the run's memory is "
+                           "as of then, so queries start there")
 
 
 def restored_mode(ctx, config, state: dict, *prepared):

@@ -84,7 +84,8 @@ def test_a_dataset_that_no_longer_matches_is_one_line(tmp_path):
     config = from_dict(minibatch(tmp_path))
     fit(config, tiny_graph(num_nodes=200, num_features=8))
     other = tiny_graph(num_nodes=200, num_features=5)
-    with pytest.raises(ConfigError, match="no longer matches the model of the run .* feature width and class count"):
+    with pytest.raises(ConfigError, match="no longer matches the model of the run .* "
+                                          "feature width and class count"):
         load_model(config, tmp_path / "run", torch.device("cpu"), other)
 
 
