@@ -401,12 +401,13 @@ def _apply_override(data: dict, item: str) -> str:
     key, equals, raw = item.partition("=")
     parts = key.strip().split(".")
     if not equals or not all(parts):
-        raise OverrideError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
+        raise OverrideError(f"override '{item}' must look like key.sub=value, e.g. "
+                            "train.epochs=3")
     try:
         value = read_yaml(raw)
     except yaml.YAMLError:
         raise OverrideError(f"override '{item}': the value is not valid YAML; quote strings, "
-                          "close brackets, e.g. sampler.fanouts=[5,5]") from None
+                            "close brackets, e.g. sampler.fanouts=[5,5]") from None
     if isinstance(value, str) and not raw.strip().startswith(("'", '"')):
         value = raw.strip()             # a plain string as typed: YAML would cut it at ' #'
 
