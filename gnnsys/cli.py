@@ -5,6 +5,7 @@
     gnnsys partition --config run.yaml [--force] [--verify]
     gnnsys report RUN_DIR [--out DIR]
     gnnsys predict RUN_DIR --out FILE [--split S | --nodes ID ...] [--layer L]
+                   [--set dataset.path=OTHER.npz]
     gnnsys predict RUN_DIR --out FILE --queries FILE | --embeddings-at T   (temporal)
     gnnsys export RUN_DIR --out model.pt
 
@@ -96,7 +97,7 @@ def _report(args) -> int:
 def _predict(args) -> int:
     from .result import load_run
     from .temporal_graph import exact_time
-    result = load_run(args.run_dir)
+    result = load_run(args.run_dir, overrides=args.set or ())
     if args.embeddings_at is not None or args.layer is not None:
         table = result.embeddings(args.embeddings_at, args.layer, nodes=args.nodes,
                                   split=args.split, out=args.out, workers=args.workers)
@@ -174,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                              help="write a finished run's class scores and predicted classes, or a "
                              "temporal run's query scores or node embeddings")
     predict.add_argument("run_dir", help="the run directory (run.dir of its config)")
-    predict.add_argument("--out", required=True, help="a .parquet or .npz file to write")
+    predict.add_argument("--out", required=True, help="a .parquet, .npz or .csv file to write")
     predict.add_argument("--split", default="all", choices=("all", "train", "val", "test"),
                          help="which nodes (default: every node)")
     predict.add_argument("--nodes", type=int, nargs="+", metavar="ID",
@@ -188,7 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="node runs: write the output of the model's first L layers "
                          "(node embeddings) instead of class scores")
     predict.add_argument("--workers", type=int,
-                         help="infer on this many workers (default: the run's cluster.workers)")
+                         help="infer on this many workers (default: one process for a run "
+                         "trained on this machine, else the run's cluster.workers)")
+    predict.add_argument("--set", "-s", action="append", metavar="dataset.KEY=VALUE",
+                         help="node runs: predict on another graph of the same features and "
+                         "classes, e.g. --set dataset.path=new.npz")
     predict.set_defaults(func=_predict)
 
     export = sub.add_parser("export", parents=[common], help="write a finished minibatch run's "
@@ -228,7 +233,7 @@ def explain(err: BaseException) -> tuple[int, str]:
     if isinstance(err, KeyboardInterrupt):
         return 130, "interrupted; a train run continues with --resume"
     if isinstance(err, ConfigError):
-        return 2, f"config error: {text}"
+        return 2, f"{err.label}: {text}"
     if isinstance(err, DatasetError):
         return 2, f"dataset error: {text}"
     if isinstance(err, PartitionError):

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, OverrideError
 from .yaml_numbers import read_yaml
 from .mode import MODES, mode_class
 
@@ -401,12 +401,13 @@ def _apply_override(data: dict, item: str) -> str:
     key, equals, raw = item.partition("=")
     parts = key.strip().split(".")
     if not equals or not all(parts):
-        raise ConfigError(f"override '{item}' must look like key.sub=value, e.g. train.epochs=3")
+        raise OverrideError(f"override '{item}' must look like key.sub=value, e.g. "
+                            "train.epochs=3")
     try:
         value = read_yaml(raw)
     except yaml.YAMLError:
-        raise ConfigError(f"override '{item}': the value is not valid YAML; quote strings, "
-                          "close brackets, e.g. sampler.fanouts=[5,5]") from None
+        raise OverrideError(f"override '{item}': the value is not valid YAML; quote strings, "
+                            "close brackets, e.g. sampler.fanouts=[5,5]") from None
     if isinstance(value, str) and not raw.strip().startswith(("'", '"')):
         value = raw.strip()             # a plain string as typed: YAML would cut it at ' #'
 
@@ -416,7 +417,7 @@ def _apply_override(data: dict, item: str) -> str:
             node[part] = {}
         node = node[part]
         if not isinstance(node, dict):
-            raise ConfigError(f"override '{item}': '{part}' is not a section")
+            raise OverrideError(f"override '{item}': '{part}' is not a section")
     node[parts[-1]] = value
     return ".".join(parts)
 
@@ -429,12 +430,28 @@ REPLACES = {"dataset.path": "dataset.name", "dataset.name": "dataset.path"}
 
 def from_dict(data: dict | None, overrides=()) -> Config:
     data = copy.deepcopy(data or {})          # overrides never reach the caller's dict
-    overridden = {_apply_override(data, item) for item in overrides}
+    overridden = {_apply_override(data, item): item for item in overrides}
     for key in overridden:
         replaced = REPLACES.get(key)
         if replaced and replaced not in overridden:     # the override made data["dataset"]
             data["dataset"].pop(replaced.split(".")[1], None)
-    return validate(_build(Config, data, ""))
+    try:
+        return validate(_build(Config, data, ""))
+    except ConfigError as err:
+        item = _override_named(str(err), overridden)
+        if item is None:
+            raise
+        raise OverrideError(f"--set {item}: {err}") from None
+
+
+def _override_named(message: str, overridden: dict) -> str | None:
+    """The override (as typed) of the key, or of a key under the section, a message
+    names first: a typo on the command line is the command line's, not the YAML file's."""
+    named = re.search(r"'([^']+)'", message)
+    for key, item in overridden.items():
+        if named and (key == named[1] or key.startswith(named[1] + ".")):
+            return item
+    return None
 
 
 def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
@@ -456,5 +473,7 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
             raise ConfigError(f"{path}: the top level must be a mapping of sections")
     try:
         return from_dict(data, overrides)
+    except OverrideError:
+        raise
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}" if path else str(err)) from None

@@ -4,3 +4,29 @@ importing the config machinery (or what it imports)."""
 
 class ConfigError(ValueError):
     """A config that cannot run; the message names the key and what is allowed."""
+    label = "config error"       # how the command line introduces the message
+
+
+class OverrideError(ConfigError):
+    """A `--set KEY=VALUE` that cannot apply (malformed, or a key or value the config
+    refuses): the message names the override, not the YAML file."""
+    label = "override error"
+
+
+class RunError(ConfigError):
+    """A run directory that cannot serve a finished run's model: no run there, a run not
+    finished or still training, no selected model, a checkpoint of another run, data
+    changed since it trained."""
+    label = "run error"
+
+
+class PredictError(ConfigError):
+    """A request a finished run cannot answer as asked: unknown node ids, a split, layer,
+    query time, worker count or output file it does not take."""
+    label = "predict error"
+
+
+class DatasetMismatch(ConfigError):
+    """Data that is not what the run's checkpoint was made from: its files changed since
+    (by content), or a graph the model does not fit (feature width, class count)."""
+    label = "dataset error"

@@ -240,6 +240,22 @@ def final(path: str | os.PathLike) -> dict | None:
     return next((r for r in reversed(read_metrics(path)) if r.get("kind") == "final"), None)
 
 
+def lock_holder(path: str | os.PathLike) -> str | None:
+    """The pid (as the lock file says, '?' if unreadable) of the run training in `path`
+    now, or None when no run holds its lock."""
+    try:
+        fd = os.open(Path(path) / ".lock", os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None                        # never locked, or not ours to read
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)   # let go at once by the close
+        return None
+    except BlockingIOError:
+        return os.read(fd, 32).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)
+
+
 def events(path: str | os.PathLike, name: str) -> list[dict]:
     """The event records named `name` (resume, early_stop), in order."""
     return [r for r in read_metrics(path) if r.get("kind") == "event" and r["event"] == name]

@@ -36,7 +36,7 @@ from .config import resumable
 from .datasets.registry import dataset_files
 from .distributed import launch
 from .distributed.launcher import intra_op_threads
-from .errors import ConfigError
+from .errors import ConfigError, DatasetMismatch
 from .mode import REDUCTIONS, mode_class
 from .report import CHARTS
 from .runlog import RunDir, announce_kernel_compiles, progress, summary_writer
@@ -399,11 +399,9 @@ class TrainingLoop:
                     "--resume (run.resume) to start a new run there")
             return                             # recovering before the first checkpoint
         changed = resume_changes(state.get("config"), self.config.to_dict(), self.run_dir.path)
-        was = state.get("dataset_files", "")
-        if was and self.dataset_files and was != self.dataset_files:
-            raise ConfigError(f"the dataset's files changed since the checkpoint in "
-                              f"{self.run_dir.path} (then: {was}; now: {self.dataset_files}); "
-                              "restore them, or drop --resume to start anew")
+        check_dataset_files(state.get("dataset_files", ""), self.dataset_files,
+                            f"the checkpoint in {self.run_dir.path}",
+                            "restore them, or drop --resume to start anew")
         older = self.mode.version_mismatch(state["current"])
         if older:
             raise ConfigError(f"the checkpoint in {self.run_dir.path} was written by {older}: "
@@ -458,6 +456,15 @@ class TrainingLoop:
         if self.key in record:
             parts.append(f"{self.key} {record[self.key]:.4f}")
         print(", ".join(parts), flush=True)
+
+
+def check_dataset_files(was: str, now: str, since: str, fix: str) -> None:
+    """Refuse dataset files whose content (`registry.dataset_files`) is not what the
+    checkpoint recorded (`was`): a graph of the same shape would give wrong results
+    without a word. '' on either side (generated or in-memory data): nothing to check."""
+    if was and now and was != now:
+        raise DatasetMismatch(f"the dataset's files changed since {since} (then: {was}; "
+                              f"now: {now}); {fix}")
 
 
 def resume_changes(old: dict, new: dict, where) -> dict:

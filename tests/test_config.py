@@ -92,7 +92,8 @@ def test_the_owning_module_defines_the_allowed_values(key, monkeypatch):
     values = getattr(owner, name)
     with pytest.raises(ConfigError) as err:
         from_dict({}, overrides=[f"{key}=brand-new"])
-    assert str(err.value) == f"config key '{key}' is 'brand-new'; allowed: {', '.join(values)}"
+    assert str(err.value) == f"--set {key}=brand-new: config key '{key}' is 'brand-new'; " \
+        f"allowed: {', '.join(values)}"
     monkeypatch.setattr(owner, name, values + ("brand-new",))
     assert from_dict({}, overrides=[f"{key}=brand-new"])
 

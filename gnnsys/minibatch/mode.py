@@ -134,6 +134,14 @@ class MinibatchMode(NodeClassificationMode):
         logits = self.data.predict(self.model, bar, layers)
         return {split: self.data.outputs(logits, split) for split in splits}
 
+    def predict_rows(self, rows: np.ndarray, layers: int | None = None) -> dict:
+        """One worker: the logits (or first `layers` layers' output) and labels of dataset
+        rows `rows`, in their order, inferred over their neighbourhood alone."""
+        d = self.data
+        logits = self.model.inference_of(d.graph, rows, self.config.sampler.eval_batch_size,
+                                         self.ctx.device, layers=layers)
+        return {"rows": rows, "logits": logits, "labels": torch.from_numpy(d.labels[rows])}
+
     def describe(self) -> dict:
         return self.data.describe()
 

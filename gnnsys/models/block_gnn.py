@@ -17,6 +17,7 @@ the dense input's up to float rounding.
 """
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -202,6 +203,42 @@ class BlockGNN(nn.Module):
                                            sources.to(device)).cpu())
             x = outs.rows
         return x
+
+    def inference_of(self, graph, rows, batch_size: int = 4096, device="cpu",
+                     layers: int | None = None) -> torch.Tensor:
+        """`inference`'s output rows of the nodes `rows` alone (in that order), computed on
+        the subgraph of the nodes within `layers` hops of them. Exact: layer l reads its
+        targets' in-neighbours only, so the nodes of the last hop, whose own neighbours
+        are cut off, give nothing but their input rows to what `rows` need."""
+        hops = layers or len(self.convs)
+        indptr, indices = np.asarray(graph.indptr), np.asarray(graph.indices)
+        rows = np.asarray(rows, dtype=np.int64)
+        ball = np.unique(rows)
+        for _ in range(hops):
+            ball = np.union1d(ball, indices[csr_positions(indptr, ball)])
+        at = csr_positions(indptr, ball)
+        column = np.minimum(np.searchsorted(ball, indices[at]), len(ball) - 1)
+        inside = ball[column] == indices[at]
+        owner = np.repeat(np.arange(len(ball)), np.diff(indptr)[ball])
+        sub_indptr = np.zeros(len(ball) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(owner[inside], minlength=len(ball)), out=sub_indptr[1:])
+        sub = types.SimpleNamespace(x=graph.x[ball], indptr=sub_indptr,
+                                    indices=column[inside], num_nodes=len(ball))
+        degree = self.degree                # GCN's weights stay the whole graph's
+        if degree.numel():
+            self.degree = degree[torch.from_numpy(ball).to(degree.device)]
+        try:
+            out = self.inference(sub, batch_size, device, layers=layers)
+        finally:
+            self.degree = degree
+        return out[torch.from_numpy(np.searchsorted(ball, rows))]
+
+
+def csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The positions in a CSR `indices` array of every entry of `rows`, row by row."""
+    starts = indptr[rows]
+    counts = indptr[rows + 1] - starts
+    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(counts.sum())
 
 
 class LayerRows:
