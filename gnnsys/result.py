@@ -49,7 +49,7 @@ class RunResult(dict):
         if split not in ("all", "train", "val", "test"):
             raise ConfigError(f"split {split!r}: use all, train, val or test")
         if out is not None:
-            table_format(out)                # a bad --out fails before any inference
+            table_format(out, self.needed_files())   # a bad --out fails before any inference
         temporal = mode_class(self.config.mode).task == "link_prediction"
         if temporal != (queries is not None):
             raise ConfigError("a temporal run predicts query events: give queries (gnnsys "
@@ -61,7 +61,7 @@ class RunResult(dict):
         else:
             table = self._classify(split, nodes, workers)
         if out is not None:
-            write_table(out, table)
+            write_table(out, table, self.needed_files())
         return table
 
     def embeddings(self, at: float | None = None, layer: int | None = None, nodes=None,
@@ -78,7 +78,7 @@ class RunResult(dict):
                               "nodes by a layer's output: give layer (gnnsys predict --layer "
                               f"L, 1..{self.config.model.layers})")
         if out is not None:
-            table_format(out)
+            table_format(out, self.needed_files())
         if temporal:
             table = self._embed_at(float(at), nodes, workers)
         else:
@@ -88,7 +88,7 @@ class RunResult(dict):
             got = self._classify(split, nodes, workers, layers=layer)
             table = {"node_id": got["node_id"], "embedding": got["scores"]}
         if out is not None:
-            write_table(out, table)
+            write_table(out, table, self.needed_files())
         return table
 
     def _embed_at(self, at: float, nodes, workers) -> dict:
@@ -151,6 +151,11 @@ class RunResult(dict):
         got = launch(_query_worker, config, state, method, args, *prepared)[0]
         order = np.argsort(got.pop("query"), kind="stable")
         return {k: v[order] for k, v in got.items()}
+
+    def needed_files(self) -> list:
+        """What an output path must not replace beyond any run's own files (runlog.
+        check_output): the run's dataset file or folder."""
+        return [self.config.dataset.path] if self.config.dataset.path else []
 
     def export_pyg(self, path=None) -> dict:
         """The model as torch_geometric.nn's GraphSAGE / GCN / GAT (gnnsys/export.py)."""
@@ -340,13 +345,14 @@ def _query_worker(ctx, config, state, method, args, *prepared) -> dict:
 COLUMN_PREFIX = {"scores": "score", "embedding": "embedding"}
 
 
-def write_table(path, table: dict) -> None:
+def write_table(path, table: dict, needed=()) -> None:
     """`table` as .npz (arrays as they are) or .parquet (one column per array; a 2-d one
-    as <prefix>_0, <prefix>_1, ..., COLUMN_PREFIX), written atomically."""
+    as <prefix>_0, <prefix>_1, ..., COLUMN_PREFIX), written atomically where it replaces
+    nothing a run or `needed` needs (runlog.check_output)."""
     import io
-    from .runlog import atomic_write_bytes
+    from .runlog import write_output
     buf = io.BytesIO()
-    if table_format(path) == ".npz":
+    if table_format(path, needed) == ".npz":
         np.savez(buf, **table)
     else:
         import pyarrow as pa
@@ -358,12 +364,14 @@ def write_table(path, table: dict) -> None:
             else:
                 columns[name] = v
         pq.write_table(pa.table(columns), buf)
-    atomic_write_bytes(path, buf.getvalue())
+    write_output(path, buf.getvalue(), needed=needed)
 
 
-def table_format(path) -> str:
-    """The suffix of a predictions file, checked: .npz, or .parquet where pyarrow imports."""
-    suffix = Path(path).suffix
+def table_format(path, needed=()) -> str:
+    """The suffix of a predictions file, checked: .npz, or .parquet where pyarrow imports;
+    and the path (runlog.check_output)."""
+    from .runlog import check_output
+    suffix = check_output(path, needed=needed).suffix
     if suffix not in (".npz", ".parquet"):
         raise ConfigError(f"{path}: predictions are written as .npz or .parquet")
     if suffix == ".parquet":
