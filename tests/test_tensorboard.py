@@ -3,6 +3,8 @@
 text; off by default; a missing tensorboard package is one line naming the fix."""
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -109,3 +111,28 @@ def test_a_missing_tensorboard_is_one_line_before_anything_runs(tmp_path, monkey
                      "--set", "run.tensorboard=true"])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnsys:")]
     assert code == 2 and len(lines) == 1 and "gnnsys[tensorboard]" in lines[0], lines
+
+
+@pytest.mark.parametrize("blocked", ["a file", "a read-only folder"])
+def test_a_tensorboard_folder_that_cannot_be_written_is_one_line(tmp_path, capsys, blocked):
+    """TensorBoard's writer fails in a thread of its own (a traceback, a b'...' path): the
+    folder is tried first and named in one line, exit 2."""
+    pytest.importorskip("tensorboard")
+    if blocked == "a read-only folder" and os.geteuid() == 0:
+        pytest.skip("root writes into a read-only folder")
+    train = ["train", "--config", QUICKSTART, "--set", "dataset.name=synthetic-tiny",
+             "--set", "train.progress=false", "--set", f"run.dir={tmp_path}", "--set",
+             "run.tensorboard=true"]
+    assert cli.main(train + ["--set", "train.epochs=1"]) == 0
+    board = tmp_path / "tensorboard"
+    shutil.rmtree(board)
+    if blocked == "a file":
+        board.write_text("not a folder")
+    else:
+        board.mkdir(mode=0o500)
+    capsys.readouterr()
+    code = cli.main(train + ["--set", "train.epochs=2", "--resume"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"gnnsys: config error: run.tensorboard: cannot write "
+                                        f"its events into {board} (") and \
+        "set run.tensorboard: false" in err and err.count("\n") == 1, err
