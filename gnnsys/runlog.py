@@ -23,6 +23,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -269,7 +270,10 @@ class RunDir:
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read must not be silently ignored
-            raise RuntimeError(f"checkpoint {path} is unreadable ({err}); delete it to start "
+            # torch's own text for pickled objects advises weights_only=False: never say that
+            why = ("it holds Python objects beyond tensors and plain data, which gnnsys never "
+                   "loads" if isinstance(err, pickle.UnpicklingError) else err)
+            raise RuntimeError(f"checkpoint {path} is unreadable ({why}); delete it to start "
                                "over or restore it from a backup") from None
 
 
