@@ -155,7 +155,10 @@ class RunResult(dict):
     def needed_files(self) -> list:
         """What an output path must not replace beyond any run's own files (runlog.
         check_output): the run's dataset file or folder."""
-        return [self.config.dataset.path] if self.config.dataset.path else []
+        from .datasets.registry import dataset_location
+        d = self.config.dataset
+        return [] if self._graph is not None else \
+            [p for p in [dataset_location(d.name, d.root, d.path)] if p is not None]
 
     def export_pyg(self, path=None) -> dict:
         """The model as torch_geometric.nn's GraphSAGE / GCN / GAT (gnnsys/export.py)."""

@@ -75,7 +75,7 @@ def torch_bytes(obj) -> bytes:
 
 # the names a run directory's own files and folders have (RunDir, lock)
 RUN_FILES = (CONFIG, METRICS, CHECKPOINT, TENSORBOARD, ".lock", "previous")
-RUN_MARKS = (CONFIG, METRICS, CHECKPOINT, ".lock")      # a folder with any of them is a run's
+RUN_MARKS = (METRICS, CHECKPOINT, ".lock")      # a folder with any of them is a run's
 
 
 def check_output(path: str | os.PathLike, flag: str = "--out", needed=()) -> Path:
@@ -89,11 +89,12 @@ def check_output(path: str | os.PathLike, flag: str = "--out", needed=()) -> Pat
     target = path.resolve()
     for keep in map(Path, needed):
         if keep.resolve() in (target, *target.parents):
-            raise ConfigError(f"{flag} {path} would replace {keep}, which the run needs; "
-                              "write it elsewhere")
+            where = "would replace" if keep.resolve() == target else "is inside"
+            raise ConfigError(f"{flag} {path} {where} {keep}, which the run needs; write it "
+                              "elsewhere")
     for folder in target.parents:
         first = target.relative_to(folder).parts[0]
-        if (folder / MANIFEST).is_file():
+        if (folder / MANIFEST).is_file() and (folder / "part-0").is_dir():
             raise ConfigError(f"{flag} {path} is inside the partition directory {folder}, "
                               "whose files runs read; write it elsewhere")
         if first in RUN_FILES and any(os.path.lexists(folder / n) for n in RUN_MARKS):
