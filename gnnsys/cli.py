@@ -26,7 +26,7 @@ import threading
 import traceback
 
 from .config import load_config
-from .errors import ConfigError
+from .errors import ConfigError, NoSpaceForOutput
 
 
 def _train(args) -> int:
@@ -247,6 +247,8 @@ def explain(err: BaseException) -> tuple[int, str]:
         return 1, ("out of memory: Ray killed the workers as the machine ran low"
                    + (f" ({used.group(1)})" if used else "") + "; free memory, lower "
                    "sampler.batch_size or cluster.workers, and --resume")
+    if isinstance(err, NoSpaceForOutput):
+        return 1, text
     if isinstance(err, OSError) and err.errno == errno.ENOSPC:
         return 1, (f"no space left on the device holding {err.filename or 'a file being written'}"
                    "; free space (or point run.dir / $GNNSYS_DATA elsewhere) and --resume")

@@ -14,6 +14,7 @@ import difflib
 import functools
 import os
 import re
+import stat
 import typing
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -459,11 +460,11 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
     data = {}
     if path is not None:
         path = Path(path)
-        if path.is_dir() or not path.exists():     # a pipe (<(...), /dev/stdin) is read
+        if path.is_dir() or not path.exists():
             what = "is a directory" if path.is_dir() else "does not exist"
             raise ConfigError(f"config file {path} {what}; pass the path of a YAML file")
         try:
-            data = read_yaml(path.read_text())
+            data = read_yaml(_config_text(path))
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path} is not valid YAML: {' '.join(str(err).split())}") from None
         if data is None:                # an empty file would train every default
@@ -477,3 +478,21 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
         raise
     except ConfigError as err:
         raise ConfigError(f"{path}: {err}" if path else str(err)) from None
+
+
+def _config_text(path: Path) -> str:
+    """The config file's text. A pipe is read (<(...), /dev/stdin), but opened without
+    waiting for a writer: a named pipe that no one writes to reads as empty, not for ever.
+    A device (/dev/zero, a terminal) is refused."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise ConfigError(f"config file {path} is not a regular file (a device); pass "
+                              "the path of a YAML file")
+        os.set_blocking(fd, True)
+        data = f.read()
+    if not data and stat.S_ISFIFO(mode):
+        raise ConfigError(f"config file {path} is a pipe that nothing was written to; pass "
+                          "the path of a YAML file")
+    return data.decode()

@@ -30,3 +30,8 @@ class DatasetMismatch(ConfigError):
     """Data that is not what the run's checkpoint was made from: its files changed since
     (by content), or a graph the model does not fit (feature width, class count)."""
     label = "dataset error"
+
+
+class NoSpaceForOutput(OSError):
+    """A full disk while writing a file the user named (predict, export, report --out):
+    the message names the flag and the disk; no run lost anything, so nothing to resume."""

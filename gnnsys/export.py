@@ -24,7 +24,9 @@ def export_pyg(result, path=None) -> dict:
     """The run's model as {"class", "kwargs", "state_dict", "features"}, written to `path`
     atomically when given: torch_geometric.nn.<class>(**kwargs) loads the state_dict."""
     import torch_geometric.nn as pyg_nn
-    from .runlog import atomic_torch_save
+    from .runlog import check_output, torch_bytes, write_output
+    if path is not None:
+        check_output(path, needed=result.needed_files())   # before any work
     config = result.config
     m, d = config.model, config.dataset
     if config.mode != "minibatch" or m.residual:
@@ -46,7 +48,7 @@ def export_pyg(result, path=None) -> dict:
     saved = {"class": CLASSES[m.arch], "kwargs": kwargs, "state_dict": pyg.state_dict(),
              "features": features}
     if path is not None:
-        atomic_torch_save(path, saved)
+        write_output(path, torch_bytes(saved), needed=result.needed_files())
     return saved
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from . import runlog
 from .errors import ConfigError
-from .runlog import METRICS, atomic_write_bytes
+from .runlog import METRICS, check_output, write_output
 
 METRIC_NAMES = ("acc", "auc", "ap", "mrr")
 NUMBER = (int, float)
@@ -67,7 +67,7 @@ def _draw(path: Path, title: str, ylabel: str, lines: list) -> None:
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=100)
-    atomic_write_bytes(path, buf.getvalue())      # a temp file in out_dir, then os.replace
+    write_output(path, buf.getvalue())      # a temp file in out_dir, then os.replace
 
 
 def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> list[Path]:
@@ -82,6 +82,9 @@ def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
     heading = run_dir.name + (f" ({mode})" if mode else "")
     final = ", ".join(f"{k} {v:.4f}" for k, v in (runlog.final(run_dir) or {}).items()
                       if k[5:] in METRIC_NAMES and k[:5] == "test_" and v is not None)
+    charts = [Path(out_dir or run_dir) / f"{stem}.png" for stem in CHARTS]
+    for chart in charts:
+        check_output(chart)              # before any chart is drawn
     written = []
     for stem, (title, ylabel, chart_mode, keys) in CHARTS.items():
         lines = [line for key in keys for line in _lines(epochs, key)]

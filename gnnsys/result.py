@@ -60,7 +60,7 @@ class RunResult(dict):
         if split not in ("all", "train", "val", "test"):
             raise PredictError(f"split {split!r}: use all, train, val or test")
         if out is not None:
-            table_format(out)                # a bad --out fails before any inference
+            table_format(out, self.needed_files())   # a bad --out fails before any inference
         temporal = mode_class(self.config.mode).task == "link_prediction"
         if temporal != (queries is not None):
             raise PredictError("a temporal run predicts query events: give queries (gnnsys "
@@ -72,7 +72,7 @@ class RunResult(dict):
         else:
             table = self._classify(split, nodes, workers)
         if out is not None:
-            write_table(out, table)
+            write_table(out, table, self.needed_files())
         return table
 
     def embeddings(self, at: float | None = None, layer: int | None = None, nodes=None,
@@ -89,7 +89,7 @@ class RunResult(dict):
                                "nodes by a layer's output: give layer (gnnsys predict --layer "
                                f"L, 1..{self.config.model.layers})")
         if out is not None:
-            table_format(out)
+            table_format(out, self.needed_files())
         if temporal:
             table = self._embed_at(float(at), nodes, workers)
         else:
@@ -99,7 +99,7 @@ class RunResult(dict):
             got = self._classify(split, nodes, workers, layers=layer)
             table = {"node_id": got["node_id"], "embedding": got["scores"]}
         if out is not None:
-            write_table(out, table)
+            write_table(out, table, self.needed_files())
         return table
 
     def _embed_at(self, at: float, nodes, workers) -> dict:
@@ -175,6 +175,14 @@ class RunResult(dict):
         got = launch(_query_worker, config, state, method, args, *prepared)[0]
         order = np.argsort(got.pop("query"), kind="stable")
         return {k: v[order] for k, v in got.items()}
+
+    def needed_files(self) -> list:
+        """What an output path must not replace beyond any run's own files (runlog.
+        check_output): the run's dataset file or folder."""
+        from .datasets.registry import dataset_location
+        d = self.config.dataset
+        return [] if self._graph is not None else \
+            [p for p in [dataset_location(d.name, d.root, d.path)] if p is not None]
 
     def export_pyg(self, path=None) -> dict:
         """The model as torch_geometric.nn's GraphSAGE / GCN / GAT (gnnsys/export.py)."""
@@ -486,17 +494,18 @@ def _query_worker(ctx, config, state, method, args, *prepared) -> dict:
 COLUMN_PREFIX = {"scores": "score", "embedding": "embedding"}
 
 
-def write_table(path, table: dict) -> None:
+def write_table(path, table: dict, needed=()) -> None:
     """`table` as .npz (arrays as they are), .parquet or .csv (one column per array; a
     2-d one as <prefix>_0, <prefix>_1, ..., COLUMN_PREFIX; a .csv with a header, floats
-    to the digits that read back the same), written atomically."""
+    to the digits that read back the same), written atomically where it replaces nothing
+    a run or `needed` needs (runlog.check_output)."""
     import io
-    from .runlog import atomic_write_bytes
+    from .runlog import write_output
     buf = io.BytesIO()
-    suffix = table_format(path)
+    suffix = table_format(path, needed)
     if suffix == ".npz":
         np.savez(buf, **table)
-        atomic_write_bytes(path, buf.getvalue())
+        write_output(path, buf.getvalue(), needed=needed)
         return
     columns = {}
     for name, v in table.items():
@@ -509,18 +518,19 @@ def write_table(path, table: dict) -> None:
                              "%.9g" if v.dtype.itemsize <= 4 else "%.17g", v)
                  for v in columns.values()]
         lines = [",".join(columns), *map(",".join, zip(*cells))]
-        atomic_write_bytes(path, ("\n".join(lines) + "\n").encode())
+        write_output(path, ("\n".join(lines) + "\n").encode(), needed=needed)
         return
     import pyarrow as pa
     import pyarrow.parquet as pq
     pq.write_table(pa.table(columns), buf)
-    atomic_write_bytes(path, buf.getvalue())
+    write_output(path, buf.getvalue(), needed=needed)
 
 
-def table_format(path) -> str:
+def table_format(path, needed=()) -> str:
     """The suffix of a predictions file, checked: .npz, .csv, or .parquet where pyarrow
-    imports."""
-    suffix = Path(path).suffix
+    imports; and the path (runlog.check_output)."""
+    from .runlog import check_output
+    suffix = check_output(path, needed=needed).suffix
     if suffix not in (".npz", ".parquet", ".csv"):
         raise PredictError(f"{path}: predictions are written as .npz, .parquet or .csv")
     if suffix == ".parquet":

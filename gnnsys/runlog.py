@@ -12,7 +12,8 @@ fault recovery read one format:
                                 final records' numbers (step = epoch; final/<key>), the config
 
 Checkpoints hold tensors and plain data only and are loaded weights-only (no pickle);
-metrics lines are written in one write each, non-finite numbers as null.
+metrics lines are written in one write each, whole or not at all (a short write is
+truncated away), non-finite numbers as null.
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import json
 import logging
 import math
 import os
+import pickle
 import sys
 import tempfile
 import time
@@ -31,9 +33,9 @@ import numpy as np
 import torch
 import yaml
 
-from partition.format import open_own, remove_dead_temps, temp_prefix, user_mode
+from partition.format import MANIFEST, open_own, remove_dead_temps, temp_prefix, user_mode
 
-from .errors import ConfigError
+from .errors import ConfigError, NoSpaceForOutput
 
 CHECKPOINT = "checkpoint.pt"
 CONFIG = "config.yaml"
@@ -60,10 +62,73 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 
 def atomic_torch_save(path: str | os.PathLike, obj) -> None:
     """torch.save of tensors and plain data (what weights_only=True loads), atomically."""
+    atomic_write_bytes(path, torch_bytes(obj))
+
+
+def torch_bytes(obj) -> bytes:
+    """What torch.save writes of tensors and plain data (what weights_only=True loads)."""
     import io
     buf = io.BytesIO()
     torch.save(obj, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    return buf.getvalue()
+
+
+# the names a run directory's own files and folders have (RunDir, lock)
+RUN_FILES = (CONFIG, METRICS, CHECKPOINT, TENSORBOARD, ".lock", "previous")
+RUN_MARKS = (METRICS, CHECKPOINT, ".lock")      # a folder with any of them is a run's
+
+
+def check_output(path: str | os.PathLike, flag: str = "--out", needed=()) -> Path:
+    """The one check of a path a command writes at the user's word (predict, export,
+    report --out): not a directory, and no file a run needs, i.e. a run directory's own
+    files (RUN_FILES), anything in a partition directory, whatever command made them, or
+    in `needed` (files or folders: the run's dataset). A link counts as its target."""
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{flag} {path} is a directory; give the path of a file to write")
+    target = path.resolve()
+    for keep in map(Path, needed):
+        if keep.resolve() in (target, *target.parents):
+            where = "would replace" if keep.resolve() == target else "is inside"
+            raise ConfigError(f"{flag} {path} {where} {keep}, which the run needs; write it "
+                              "elsewhere")
+    for folder in target.parents:
+        first = target.relative_to(folder).parts[0]
+        if (folder / MANIFEST).is_file() and (folder / "part-0").is_dir():
+            raise ConfigError(f"{flag} {path} is inside the partition directory {folder}, "
+                              "whose files runs read; write it elsewhere")
+        if first in RUN_FILES and any(os.path.lexists(folder / n) for n in RUN_MARKS):
+            raise ConfigError(f"{flag} {path} would replace {folder / first}, which the run in "
+                              f"{folder} needs; write it elsewhere")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: {path.parent} is a file, not a directory")
+    return path
+
+
+def write_output(path: str | os.PathLike, data: bytes, flag: str = "--out", needed=()) -> None:
+    """`data` into the file a user named (check_output), atomically; a failure names the
+    flag and the path, not the temporary file, and a full disk says it is the disk."""
+    path = check_output(path, flag, needed)
+    try:
+        atomic_write_bytes(path, data)
+    except OSError as err:
+        if err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceForOutput(f"no space left on the device holding {flag} {path} "
+                                   f"({_free_space(path)}); free space there or write {flag} "
+                                   "elsewhere (the run itself is unchanged)") from None
+        raise OSError(err.errno, err.strerror, f"{flag} {path}") from None
+
+
+def _free_space(path: Path) -> str:
+    """'mounted at M, N MB free' of the file system `path` is on."""
+    import shutil
+    mount = path.resolve().parent
+    while not mount.exists():
+        mount = mount.parent
+    free = shutil.disk_usage(mount).free
+    while not os.path.ismount(mount):
+        mount = mount.parent
+    return f"the file system mounted at {mount}, {free / 2**20:.0f} MB free"
 
 
 class RunDir:
@@ -146,6 +211,7 @@ class RunDir:
             text = yaml.safe_dump(config.to_dict(), sort_keys=False)
             atomic_write_bytes(self.path / CONFIG, text.encode())
             if config.run.tensorboard and self.board is None:
+                _check_writable(self.path / TENSORBOARD)
                 # purge_step: a resumed run hides the events of the epochs it redoes
                 self.board = summary_writer()(self.path / TENSORBOARD,
                                               purge_step=self._first_epoch)
@@ -162,14 +228,18 @@ class RunDir:
         data, path = line.encode(), self.path / METRICS
         fd = open_own(path, os.O_WRONLY | os.O_APPEND)
         try:
-            written = os.write(fd, data)       # one append: a crash leaves no torn record
-        except OSError as err:                 # e.g. a full disk: name the file
-            raise OSError(err.errno, err.strerror, str(path)) from None
+            before = os.fstat(fd).st_size
+            try:
+                written = os.write(fd, data)   # one append: a crash leaves no torn record
+            except OSError as err:             # e.g. a full disk: name the file
+                os.ftruncate(fd, before)       # (a write may fail after some bytes landed)
+                raise OSError(err.errno, err.strerror, str(path)) from None
+            if written < len(data):            # a full disk cut the record short: take
+                os.ftruncate(fd, before)       # back its first part, no torn line stays
+                raise OSError(errno.ENOSPC, f"No space left on device ({written} of "
+                              f"{len(data)} bytes of a record written, then removed)", str(path))
         finally:
             os.close(fd)
-        if written < len(data):                # a full disk cut the record short
-            raise OSError(errno.ENOSPC, f"No space left on device ({written} of {len(data)} "
-                          "bytes of a record written)", str(path))
         if self.board is not None and kind in ("epoch", "final"):
             step = record["epoch"] if kind == "epoch" else record["epochs"]
             for tag, value in scalars(record, "final/" if kind == "final" else "").items():
@@ -197,10 +267,14 @@ class RunDir:
         path = self.path / CHECKPOINT
         if not path.exists():
             return None
+        _regular(path)
         try:
             return torch.load(path, map_location="cpu", weights_only=True)
         except Exception as err:  # a checkpoint we cannot read must not be silently ignored
-            raise RuntimeError(f"checkpoint {path} is unreadable ({err}); delete it to start "
+            # torch's own text for pickled objects advises weights_only=False: never say that
+            why = ("it holds Python objects beyond tensors and plain data, which gnnsys never "
+                   "loads" if isinstance(err, pickle.UnpicklingError) else err)
+            raise RuntimeError(f"checkpoint {path} is unreadable ({why}); delete it to start "
                                "over or restore it from a backup") from None
 
 
@@ -208,6 +282,7 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     file = Path(path) / METRICS
     if not file.exists():
         return []
+    _regular(file)
     records = []
     for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
         if line.strip():
@@ -222,6 +297,13 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
                                   "gnnsys run directory?")
             records.append(record)
     return records
+
+
+def _regular(file: Path) -> None:
+    """A run's file that is a pipe or a device would block its reader (or never end)."""
+    if not file.is_file():
+        raise ConfigError(f"{file} is not a regular file (a pipe, a device or a folder); "
+                          "is this a gnnsys run directory?")
 
 
 def epochs(path: str | os.PathLike) -> list[dict]:
@@ -259,6 +341,18 @@ def lock_holder(path: str | os.PathLike) -> str | None:
 def events(path: str | os.PathLike, name: str) -> list[dict]:
     """The event records named `name` (resume, early_stop), in order."""
     return [r for r in read_metrics(path) if r.get("kind") == "event" and r["event"] == name]
+
+
+def _check_writable(folder: Path) -> None:
+    """TensorBoard's writer opens its file in a thread of its own, whose failure is a
+    traceback with a bytes path: a folder it cannot write to is one line here first."""
+    try:
+        folder.mkdir(exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as err:
+        raise ConfigError(f"run.tensorboard: cannot write its events into {folder} "
+                          f"({err.strerror or err}); make that a folder you can write to, "
+                          "or set run.tensorboard: false") from None
 
 
 def summary_writer():

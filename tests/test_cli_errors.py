@@ -251,3 +251,36 @@ def test_worker_lines_are_prefixed_by_rank():
     from types import SimpleNamespace
     from gnnsys.distributed.launcher import _Worker
     assert _Worker.__repr__(SimpleNamespace(rank=1)) == "rank 1"
+
+
+
+def test_a_config_or_run_file_that_is_a_pipe_or_a_device_never_hangs(tmp_path, capsys):
+    """A named pipe no one writes to blocks its reader for ever (a device never ends):
+    --config, and a run's metrics.jsonl / checkpoint.pt that report and predict read, are
+    each one line, exit 2. A pipe with a writer (<(...), /dev/stdin) is still read."""
+    import threading
+    os.mkfifo(tmp_path / "fifo.yaml")
+    for name in ("metrics.jsonl", "checkpoint.pt"):
+        (tmp_path / name.split(".")[0]).mkdir()
+        os.mkfifo(tmp_path / name.split(".")[0] / name)
+    (tmp_path / "checkpoint" / "config.yaml").write_text("mode: minibatch\n")
+    (tmp_path / "checkpoint" / "metrics.jsonl").write_text('{"kind": "final"}\n')
+    read, write = os.pipe()
+    os.write(write, b"train: {epochs: 0}\n")
+    os.close(write)
+    cases = [(["train", "--config", str(tmp_path / "fifo.yaml")],
+              "is a pipe that nothing was written to"),
+             (["train", "--config", "/dev/zero"], "is not a regular file (a device)"),
+             (["report", str(tmp_path / "metrics")], "metrics.jsonl is not a regular file"),
+             (["predict", str(tmp_path / "checkpoint"), "--out", str(tmp_path / "p.npz")],
+              "checkpoint.pt is not a regular file"),
+             (["train", "--config", f"/dev/fd/{read}"], "'train.epochs' must be >= 1")]
+    for argv, says in cases:
+        got = []
+        worker = threading.Thread(target=lambda: got.append(cli.main(argv)), daemon=True)
+        worker.start()
+        worker.join(timeout=60)
+        assert not worker.is_alive(), f"{argv} hangs"
+        err = capsys.readouterr().err
+        assert got == [2] and says in one_line(err), (argv, err)
+    os.close(read)

@@ -16,7 +16,7 @@ from gnnsys import cli
 from gnnsys.config import from_dict
 from gnnsys.partitions import ensure_partitions
 from gnnsys.report import CHARTS, make_report
-from gnnsys.runlog import RunDir
+from gnnsys.runlog import RunDir, epochs
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
 from partition.format import temp_prefix
@@ -180,3 +180,79 @@ def test_every_file_and_folder_gnnsys_writes_follows_the_umask(tmp_path):
     assert not wrong, wrong
     assert {"run/checkpoint.pt", "run/config.yaml", "run/metrics.jsonl", "run/.lock",
             "run/loss.png", "parts/manifest.json", "parts/part-0/y.npy"} <= set(modes)
+
+
+def test_a_record_is_appended_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A full disk that cuts a metrics.jsonl record short takes its first part back: the
+    file stays the records before it, each a whole line."""
+    run, write = RunDir(tmp_path), os.write
+    run.log("epoch", {"epoch": 0, "loss": 1.0})
+    before = (tmp_path / "metrics.jsonl").read_bytes()
+    with monkeypatch.context() as m:                   # the disk fills mid-record
+        m.setattr(os, "write", lambda fd, data: write(fd, data[:7]))
+        with pytest.raises(OSError, match="No space left"):
+            run.log("epoch", {"epoch": 1, "loss": 0.5})
+    assert (tmp_path / "metrics.jsonl").read_bytes() == before
+    run.log("epoch", {"epoch": 1, "loss": 0.5})        # room again: the log goes on
+    assert [r["epoch"] for r in epochs(tmp_path)] == [0, 1]
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """A finished minibatch run and a partition directory."""
+    from partition.build import build_partitions
+    tmp = tmp_path_factory.mktemp("finished")
+    assert cli.main(_train_args(tmp / "run")) == 0
+    build_partitions(tiny_graph(num_nodes=100), tmp / "parts", method="random", num_parts=2,
+                     fanouts=[3, 3], batch_size=32)
+    return tmp / "run", tmp / "parts"
+
+
+def test_no_output_replaces_a_file_a_run_needs(finished, tmp_path, capsys):
+    """export, predict and report --out: never a run's checkpoint, metrics, config, its
+    folders, nor a partition file, whatever the path (a link counts as its target); a
+    folder as --out is named as --out."""
+    from gnnsys.datasets.registry import dataset_location
+    run, parts = finished
+    (tmp_path / "link.pt").symlink_to(run / "config.yaml")
+    (tmp_path / "folder").mkdir()
+    kept = {**_files(run), **{f"parts/{k}": v for k, v in _files(parts).items()}}
+    cases = [("export", run, run / "checkpoint.pt", "would replace"),
+             ("export", run, run / "metrics.jsonl", "would replace"),
+             ("export", run, tmp_path / "link.pt", "would replace"),
+             ("export", run, tmp_path / "folder", "is a directory"),
+             ("predict", run, parts / "preds.npz", "inside the partition directory"),
+             ("predict", run, run / "tensorboard" / "preds.npz", "would replace"),
+             ("predict", run, run / "previous" / "preds.npz", "would replace"),
+             ("predict", run, tmp_path / "folder", "is a directory"),
+             ("predict", run, dataset_location("synthetic-tiny") / "x.npz", "which the run needs"),
+             ("report", run, run / "tensorboard", "would replace"),
+             ("report", run, parts / "part-0", "inside the partition directory")]
+    for command, run_dir, out, says in cases:
+        code = cli.main([command, str(run_dir), "--out", str(out)])
+        line = capsys.readouterr().err.strip()
+        assert code == 2 and line.startswith(f"gnnsys: config error: --out {out}") and \
+            says in line and "\n" not in line, (command, out, line)
+    assert {**_files(run), **{f"parts/{k}": v for k, v in _files(parts).items()}} == kept
+    assert not (run / "tensorboard").exists() and not (run / "previous").exists()
+    assert cli.main(["export", str(run), "--out", str(tmp_path / "model.pt")]) == 0
+
+
+def test_a_full_disk_under_an_output_names_out_and_the_disk(finished, tmp_path, capsys,
+                                                             monkeypatch):
+    """predict / export: the line names --out and the file system, and does not send the
+    user to --resume (the run lost nothing)."""
+    run, _ = finished
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    for argv in (["export", str(run), "--out", str(tmp_path / "m.pt")],
+                 ["predict", str(run), "--out", str(tmp_path / "p.npz"), "--workers", "1"]):
+        with monkeypatch.context() as m:
+            m.setattr(os, "fsync", full)
+            code = cli.main(argv)
+        line = capsys.readouterr().err.strip()
+        assert code == 1 and line.startswith("gnnsys: no space left on the device holding "
+                                             f"--out {argv[3]}"), line
+        assert "file system mounted at /" in line and "--resume" not in line and "\n" not in line
+        assert not list(tmp_path.iterdir())            # no temp file left behind

@@ -8,6 +8,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -206,3 +207,38 @@ def test_resume_onto_changed_data_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"holds a model this run's data no longer fits .*"
                                           r"restore it, or drop --resume"):
         gnnsys.Trainer(memory, data=dataclasses.replace(g, num_classes=5)).fit()
+
+
+def test_a_crafted_file_of_any_kind_runs_nothing(tmp_path, capsys):
+    """The sweep over what a user hands gnnsys: a YAML config (file or --set) with python
+    tags, a dataset bundle and a query file that are pickled .npz, and a pickled
+    checkpoint under predict and export each fail in one line, and nothing they hold
+    runs (unpickled, the payload would make the marker)."""
+    from gnnsys import cli
+    from gnnsys.result import read_queries
+    marker = tmp_path / "pwned"
+    tag = f"!!python/object/apply:os.makedirs [{marker}]"
+    (tmp_path / "tagged.yaml").write_text(f"mode: minibatch\ntrain:\n  epochs: {tag}\n")
+    evil = np.array([_Payload(marker)], dtype=object)
+    np.savez(tmp_path / "bundle.npz", edge_index=evil, x=evil, y=evil)
+    np.savez(tmp_path / "queries.npz", src=evil, dst=evil, t=evil)
+    run = tmp_path / "run"                      # a finished run but for its checkpoint
+    run.mkdir()
+    (run / "config.yaml").write_text("mode: minibatch\n")
+    (run / "metrics.jsonl").write_text('{"kind": "final", "epochs": 1}\n')
+    torch.save({"epoch": 0, "best": {"model": _Payload(marker)}}, run / "checkpoint.pt")
+    quickstart = str(Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml")
+    for argv in (["train", "--config", str(tmp_path / "tagged.yaml")],
+                 ["train", "--config", quickstart, "--set", f"train.epochs={tag}"],
+                 ["train", "--config", quickstart, "--set", f"dataset.path={tmp_path}/bundle.npz",
+                  "--set", f"run.dir={tmp_path / 'trained'}"],
+                 ["predict", str(run), "--out", str(tmp_path / "p.npz")],
+                 ["export", str(run), "--out", str(tmp_path / "m.pt")]):
+        code = cli.main(argv)
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert code in (1, 2) and len(lines) == 1 and lines[0].startswith("gnnsys:"), \
+            (argv, lines)
+        assert "weights_only" not in lines[0]     # torch's advice to unpickle: never given
+    with pytest.raises(ConfigError, match="queries.npz is not a readable query file"):
+        read_queries(tmp_path / "queries.npz")
+    assert not marker.exists()

@@ -3,6 +3,8 @@
 text; off by default; a missing tensorboard package is one line naming the fix."""
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -109,3 +111,39 @@ def test_a_missing_tensorboard_is_one_line_before_anything_runs(tmp_path, monkey
                      "--set", "run.tensorboard=true"])
     lines = [line for line in capsys.readouterr().err.splitlines() if line.startswith("gnnsys:")]
     assert code == 2 and len(lines) == 1 and "gnnsys[tensorboard]" in lines[0], lines
+
+
+@pytest.mark.parametrize("blocked", ["a file", "a read-only folder"])
+def test_a_tensorboard_folder_that_cannot_be_written_is_one_line(tmp_path, capsys, blocked):
+    """TensorBoard's writer fails in a thread of its own (a traceback, a b'...' path): the
+    folder is tried first and named in one line, exit 2."""
+    import subprocess
+    pytest.importorskip("tensorboard")
+    train = ["train", "--config", QUICKSTART, "--set", "dataset.name=synthetic-tiny",
+             "--set", "train.progress=false", "--set", f"run.dir={tmp_path}", "--set",
+             "run.tensorboard=true"]
+    assert cli.main(train + ["--set", "train.epochs=1"]) == 0
+    capsys.readouterr()
+    board = tmp_path / "tensorboard"
+    resume = train + ["--set", "train.epochs=2", "--resume"]
+    if blocked == "a file":
+        shutil.rmtree(board)
+        board.write_text("not a folder")
+        code, err = cli.main(resume), capsys.readouterr().err
+    elif os.geteuid() != 0:
+        board.chmod(0o500)
+        code, err = cli.main(resume), capsys.readouterr().err
+    else:             # root writes anywhere: a read-only mount, in a namespace of its own
+        script = (f"mount --bind {board} {board} && mount -o remount,ro,bind {board} || "
+                  f"exit 99; exec {sys.executable} -m gnnsys.cli {' '.join(resume)}")
+        try:
+            got = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True,
+                                 text=True, timeout=300, env={**os.environ, "GNNSYS_DEBUG": ""})
+        except FileNotFoundError:
+            pytest.skip("no unshare to mount a read-only folder as root")
+        if got.returncode == 99:
+            pytest.skip("cannot mount a read-only folder here")
+        code, err = got.returncode, got.stderr
+    assert code == 2 and err.startswith(f"gnnsys: config error: run.tensorboard: cannot write "
+                                        f"its events into {board} (") and \
+        "set run.tensorboard: false" in err and err.count("\n") == 1, err

@@ -184,11 +184,9 @@ def dataset_files(name: str, root: str | os.PathLike | None = None,
     graphs handed over in memory under a name the registry does not know: ''."""
     if not path and name not in registry():
         return ""
-    entry = dataset_entry(name, path)
-    if entry["source"] == "synthetic":      # its cache is keyed by generator and params
+    if dataset_entry(name, path)["source"] == "synthetic":   # its cache is keyed by its params
         return ""
-    _, path = _source_module(entry["source"]).locate(name, entry, data_root(root))
-    path = Path(path)
+    path = dataset_location(name, root, path)
     files = [f for f in sorted(path.rglob("*")) if f.is_file()] if path.is_dir() else \
         [path] if path.is_file() else []
     if not files:
@@ -199,6 +197,16 @@ def dataset_files(name: str, root: str | os.PathLike | None = None,
         digest.update(_file_digest(f).encode())
     size = sum(f.stat().st_size for f in files)
     return f"{path.name}: {len(files)} file(s), {size} bytes, sha256 {digest.hexdigest()[:16]}"
+
+
+def dataset_location(name: str, root: str | os.PathLike | None = None,
+                     path: str | None = None) -> Path | None:
+    """The file or folder a dataset's files are in (a generated one's: its cache), found or
+    not; None for a graph handed over in memory under a name the registry does not know."""
+    if not path and name not in registry():
+        return None
+    entry = dataset_entry(name, path)
+    return Path(_source_module(entry["source"]).locate(name, entry, data_root(root))[1])
 
 
 _digests: dict = {}

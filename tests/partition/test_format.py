@@ -99,10 +99,13 @@ def test_missing_part_file_and_unparsable_manifest_are_named(parts_dir):
         PartitionSet(path)
 
 
-@pytest.mark.parametrize("edit", ["num_classes", "offsets", "no digest"])
+@pytest.mark.parametrize("edit", ["num_classes", "offsets", "files", "no digest"])
 def test_an_edited_manifest_is_refused_when_opened(parts_dir, edit):
     """The part files' checksums cannot catch an edit to the manifest itself: a lower
-    num_classes failed deep in training (IndexError: Target N is out of bounds)."""
+    num_classes failed deep in training (IndexError: Target N is out of bounds). Nor a
+    label file changed at the same size with its recorded sha256 edited to match: the
+    digest covers the files table too."""
+    from partition.format import file_digest
     _, path = parts_dir
     manifest = path / "manifest.json"
     data = json.loads(manifest.read_text())
@@ -110,6 +113,12 @@ def test_an_edited_manifest_is_refused_when_opened(parts_dir, edit):
         data["num_classes"] = 1
     elif edit == "offsets":
         data["offsets"][1] -= 1
+    elif edit == "files":
+        labels = path / "part-0" / "y.npy"
+        y = np.load(labels)
+        np.save(labels, (y + 1) % data["num_classes"])      # same size, other labels
+        data["files"]["part-0/y.npy"]["sha256"] = file_digest(labels)
+        assert data["files"]["part-0/y.npy"]["bytes"] == labels.stat().st_size
     else:
         del data["sha256"]
     manifest.write_text(json.dumps(data))
