@@ -24,7 +24,7 @@ def _comm(e):
 def minibatch_records(epochs=4):
     out = []
     for e in range(epochs):
-        out.append({"kind": "epoch", "epoch": e, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
+        out.append({"kind": "epoch", "epoch": e + 1, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
                     "remote_rows": 500 - 50 * e, "cache_hits": 300 + 50 * e, "local_rows": 900,
                     "batch_wait_s": 0.2, "bytes_sent": 12345,   # old key, not a minibatch chart
                     **({"val_acc": 0.5 + e / 20} if e % 2 else {})})
@@ -32,7 +32,7 @@ def minibatch_records(epochs=4):
 
 
 def temporal_records(epochs=3):
-    out = [{"kind": "epoch", "epoch": e, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
+    out = [{"kind": "epoch", "epoch": e + 1, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
             "rows_naive": 100, "bytes_sent": 4000, "bytes_naive": 10000, "exchange_s": 0.3,
             "val_ap": 0.6 + e / 20, "val_mrr": 0.4 + e / 20} for e in range(epochs)]
     return out + [{"kind": "final", "test_ap": 0.75, "test_mrr": 0.55,
@@ -44,7 +44,7 @@ def fullgraph_records(epochs=3):
     for e in range(epochs):
         times = {f"time_{p}": 0.01 * (k + 1) for k, p in enumerate(
             ("comm", "quant", "central", "marginal", "wait"))}
-        out.append({"kind": "epoch", "epoch": e, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
+        out.append({"kind": "epoch", "epoch": e + 1, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
                     "bytes_sent": 7000, "train_acc": 0.3 + e / 10, "val_acc": 0.3 + e / 10,
                     "bytes_by_bits": {"32": 4000, "8": 2000, "2": 600, "4": 400}})
     return out + [{"kind": "final", "test_acc": 0.7, "bytes_per_epoch": 7000.0}]
@@ -53,7 +53,7 @@ def fullgraph_records(epochs=3):
 def write_run(path, records, mode=None):
     """A run directory whose log starts with the loop's `start` record naming the mode."""
     path.mkdir(parents=True, exist_ok=True)
-    start = [{"kind": "start", "mode": mode, "workers": 2}] if mode else []
+    start = [{"kind": "start", "mode": mode, "workers": 2, "epochs_from": 1}] if mode else []
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in start + records))
     return path
 
