@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 import yaml
@@ -133,3 +134,12 @@ def test_the_first_epoch_prints_its_cost_and_the_runs_projected_length(capsys, t
 def test_run_lengths_read_as_people_say_them():
     assert [duration(s) for s in (4.2, 89, 600, 5399, 7200)] == \
         ["4 s", "89 s", "10 min", "90 min", "2.0 h"]
+
+
+def test_no_shipped_config_promises_a_run_length():
+    """A run's length depends on the machine and its load: a config's comment says what was
+    measured where (a run prints its own projection), not "~10-20 min"."""
+    configs = Path(__file__).resolve().parents[1] / "configs"
+    promises = {p.name: m.group(0) for p in sorted(configs.glob("*.yaml"))
+                if (m := re.search(r"~\d+(-\d+)? ?min", p.read_text()))}
+    assert promises == {}
