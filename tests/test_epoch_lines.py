@@ -15,7 +15,7 @@ import yaml
 
 from gnnsys import cli, runlog
 from gnnsys.config import from_dict
-from gnnsys.runlog import RunDir, events, final, read_metrics
+from gnnsys.runlog import RunDir, events, final
 from gnnsys.testing import tiny_graph, tiny_temporal_graph
 from gnnsys.training import duration, fit
 
