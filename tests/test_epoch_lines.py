@@ -45,9 +45,9 @@ def test_one_epoch_count_on_the_console_in_json_the_log_and_tensorboard(capsys, 
     human = re.search(r"\bbest_epoch (\d+)", next(s for s in out if s.startswith("final:")))
     as_json = json.loads(out[-1])
     logged = runlog.epochs(tmp_path / "run")
-    assert printed == [r["epoch"] for r in logged] == [1, 2, 3, 4]
     best = as_json["best_epoch"]
     assert int(human.group(1)) == best == final(tmp_path / "run")["best_epoch"]
+    assert [r["epoch"] for r in logged] == printed == [1, 2, 3, 4]
     first_best = max(logged, key=lambda r: r["val_acc"])      # selection keeps the first best
     assert best == first_best["epoch"]
     assert runlog.start(tmp_path / "run")["epochs_from"] == 1
