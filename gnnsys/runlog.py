@@ -359,9 +359,10 @@ def announce_kernel_compiles() -> None:
         def on_start(self, ev):
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
             package = (getattr(func, "__module__", None) or "").split(".")[0]
-            if package in ("samplers", "gnnsys"):
-                self.compiles += 1
-            if not self.said and package in ("samplers", "gnnsys"):
+            if package not in ("samplers", "gnnsys"):
+                return
+            self.compiles += 1                 # an epoch that compiled is not the pace
+            if not self.said:
                 self.said = True
                 tqdm.write("compiling kernels (first run only: numba caches them; the first "
                            "batch waits for it)", file=sys.stderr)
