@@ -380,8 +380,12 @@ def kernel_compiles() -> int:
 
 
 def on_terminal(stream=None) -> bool:
-    """Whether `stream` (default stderr) is a terminal: bars redraw in place only there;
-    a log file, a pipe or a Ray worker's captured output would keep every redraw."""
+    """Whether bars may be drawn: `stream` (default stderr) is a terminal, where they
+    redraw in place, or this is a notebook, where tqdm draws a widget. A log file, a pipe
+    or a Ray worker's captured output would keep every redraw."""
+    from tqdm import autonotebook, std
+    if autonotebook.tqdm is not std.tqdm:
+        return True
     stream = stream or sys.stderr
     try:
         return stream.isatty()
@@ -390,8 +394,8 @@ def on_terminal(stream=None) -> bool:
 
 
 def progress(iterable=None, total=None, desc="", enabled=True, **kw):
-    """A tqdm bar on stderr when it is a terminal, else (or when disabled) a silent
-    stand-in over the same iterable."""
+    """A tqdm bar on stderr when it is a terminal (or a notebook's widget), else (or when
+    disabled) a silent stand-in over the same iterable."""
     from tqdm.auto import tqdm
     return tqdm(iterable, total=total, desc=desc, disable=not (enabled and on_terminal()),
                 file=sys.stderr, dynamic_ncols=True, leave=False, **kw)

@@ -91,6 +91,10 @@ def test_bars_are_drawn_on_a_terminal_only(monkeypatch):
         assert not runlog.progress(range(3)).disable
         assert runlog.progress(range(3), enabled=False).disable
     os.close(parent)
+    import tqdm.autonotebook                      # in a notebook tqdm draws a widget instead
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    monkeypatch.setattr(tqdm.autonotebook, "tqdm", type("Widget", (), {}))
+    assert runlog.on_terminal()
 
 
 @pytest.mark.parametrize("mode,bars", [("minibatch", True), ("minibatch", False),
