@@ -45,10 +45,9 @@ def _train(args) -> int:
 
 def final_line(metrics: dict) -> str:
     """The run's one readable summary: its scalar figures (nested per-rank tables and
-    counters that stayed 0 are left to --json and metrics.jsonl), epochs counted from 1
-    as the epoch lines count them."""
-    shown = {k: v + 1 if k == "best_epoch" else v for k, v in metrics.items()
-             if isinstance(v, (int, float, str))}
+    counters that stayed 0 are left to --json and metrics.jsonl, which count epochs from 1
+    as this line does)."""
+    shown = {k: v for k, v in metrics.items() if isinstance(v, (int, float, str))}
     return "final: " + ", ".join(f"{k} {_number(v)}" for k, v in shown.items()
                                  if not (type(v) is int and v == 0))
 

@@ -96,7 +96,7 @@ class TrainConfig:
     device: str = "auto"                 # where the model trains: auto | cpu | cuda
     precision: str = "fp32"              # fp32 | bf16: bf16 autocast of the training steps (gnnsys/precision.py)
     compile: bool = False                # torch.compile the model's parts (temporal mode)
-    progress: bool = setting(True, resumable=True)  # per-epoch progress bars
+    progress: bool = setting(True, resumable=True)  # bars on a terminal; epoch lines print anyway
 
 
 @dataclass

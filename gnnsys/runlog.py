@@ -1,19 +1,26 @@
-"""The run directory: metrics as JSON lines, atomic checkpoints, progress bars.
+"""The run directory: metrics as JSON lines, atomic checkpoints, progress bars (on a
+terminal only).
 
 Every training mode writes through this module so that `gnnsys report`, `--resume` and
 fault recovery read one format:
 
     run_dir/config.yaml         the validated config of the run
     run_dir/metrics.jsonl       a JSON object per line, each of a `kind` (KINDS): start
-                                (once), epoch, event (resume, early_stop), final (once)
+                                (once), epoch, event (resume, early_stop), final (once);
+                                epochs counted from 1, as the console counts them
     run_dir/checkpoint.pt       the latest checkpoint (written to a temp file, then renamed)
     run_dir/.lock               held (flock) by the one run using the directory
     run_dir/tensorboard/        with run.tensorboard: TensorBoard events of the epoch and
-                                final records' numbers (step = epoch; final/<key>), the config
+                                final records' numbers (step = the epoch, from 1;
+                                final/<key>), the config
 
 Checkpoints hold tensors and plain data only and are loaded weights-only (no pickle);
 metrics lines are written in one write each, whole or not at all (a short write is
 truncated away), non-finite numbers as null.
+
+Epoch numbers in the log (`epoch`, `best_epoch`, `from_epoch`) count from 1; the start
+record says so (`epochs_from: 1`). A log without that key was written by an older gnnsys,
+which counted from 0: `read_metrics` shifts its numbers, so every reader sees one count.
 """
 from __future__ import annotations
 
@@ -42,6 +49,7 @@ CONFIG = "config.yaml"
 METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
 KINDS = ("start", "epoch", "event", "final")
+EPOCHS_FROM = 1          # the start record's `epochs_from`: the first epoch's number
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
@@ -139,7 +147,8 @@ class RunDir:
         self.writer = writer
         self._lock = None
         self.board = None            # run.tensorboard's SummaryWriter: save_config opens it
-        self._first_epoch = 0        # the first epoch this run (re)does
+        self._first_epoch = EPOCHS_FROM    # the first epoch this run (re)does
+        self._kept_epoch = None            # a resumed run's last kept epoch record
         if writer:
             if self.path.is_symlink() and not self.path.exists():
                 raise ConfigError(f"run.dir {self.path} is a link to nowhere (-> "
@@ -212,10 +221,17 @@ class RunDir:
             atomic_write_bytes(self.path / CONFIG, text.encode())
             if config.run.tensorboard and self.board is None:
                 _check_writable(self.path / TENSORBOARD)
-                # purge_step: a resumed run hides the events of the epochs it redoes
-                self.board = summary_writer()(self.path / TENSORBOARD,
-                                              purge_step=self._first_epoch)
+                # purge_step: a resumed run hides the events of the epochs it redoes and the
+                # last run's final/ ones, which share the step of the last epoch kept: that
+                # epoch's numbers are written again
+                kept = self._kept_epoch
+                self.board = summary_writer()(self.path / TENSORBOARD, purge_step=(
+                    kept["epoch"] if kept else self._first_epoch))
                 self.board.add_text("config", f"```yaml\n{text}```", self._first_epoch)
+                if kept:
+                    numbers = {k: v for k, v in kept.items() if k != "time"}
+                    for tag, value in scalars(numbers).items():
+                        self.board.add_scalar(tag, value, kept["epoch"])
 
     # ----------------------------------------------------------------- metrics
     def log(self, kind: str, record: dict) -> None:
@@ -247,11 +263,14 @@ class RunDir:
             self.board.flush()                 # on screen while the run goes on
 
     def truncate_metrics_after(self, epoch: int) -> None:
-        """On resume, drop records of epochs after the checkpoint (they will be redone)."""
+        """On resume, drop records of epochs after `epoch` (counted from 1: the checkpoint's
+        last), which will be redone; an older log is rewritten counted from 1 too."""
         self._first_epoch = epoch + 1
         if not self.writer or not (self.path / METRICS).exists():
             return
-        keep = [r for r in read_metrics(self.path) if r.get("epoch", -1) <= epoch]
+        keep = [r for r in read_metrics(self.path) if r.get("epoch", 0) <= epoch]
+        self._kept_epoch = next((r for r in reversed(keep) if r.get("kind") == "epoch"
+                                 and r.get("epoch") == epoch), None)
         text = "".join(json.dumps(r) + "\n" for r in keep)
         atomic_write_bytes(self.path / METRICS, text.encode())
 
@@ -296,7 +315,30 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
                                   f"{type(record).__name__}, not an object); is this a "
                                   "gnnsys run directory?")
             records.append(record)
-    return records
+    return _count_from_one(records)
+
+
+# where each kind of record holds epoch numbers
+_EPOCH_KEYS = {"epoch": ("epoch",), "event": ("epoch", "best_epoch", "from_epoch"),
+               "final": ("best_epoch",)}
+
+
+def _count_from_one(records: list[dict]) -> list[dict]:
+    """The records of a log an older gnnsys wrote (its start record has no `epochs_from`:
+    epochs counted from 0) with their epoch numbers counted from 1, as this one writes them."""
+    first = next((r for r in records if r.get("kind") == "start"), None)
+    if first is None or "epochs_from" in first:
+        return records
+    out = []
+    for r in records:
+        r = dict(r)
+        if r.get("kind") == "start":
+            r["epochs_from"] = EPOCHS_FROM
+        for key in _EPOCH_KEYS.get(r.get("kind"), ()):
+            if isinstance(r.get(key), int) and not isinstance(r[key], bool):
+                r[key] += 1
+        out.append(r)
+    return out
 
 
 def _regular(file: Path) -> None:
@@ -422,11 +464,15 @@ def announce_kernel_compiles() -> None:
 
     class CompileNotice(event.Listener):
         said = False
+        compiles = 0
 
         def on_start(self, ev):
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
             package = (getattr(func, "__module__", None) or "").split(".")[0]
-            if not self.said and package in ("samplers", "gnnsys"):
+            if package not in ("samplers", "gnnsys"):
+                return
+            self.compiles += 1                 # an epoch that compiled is not the pace
+            if not self.said:
                 self.said = True
                 tqdm.write("compiling kernels (first run only: numba caches them; the first "
                            "batch waits for it)", file=sys.stderr)
@@ -438,8 +484,28 @@ def announce_kernel_compiles() -> None:
     event.register("numba:compile", _compile_notice)
 
 
+def kernel_compiles() -> int:
+    """How many of gnnsys's kernels this process has compiled since the notice was set up."""
+    return _compile_notice.compiles if _compile_notice is not None else 0
+
+
+def on_terminal(stream=None) -> bool:
+    """Whether bars may be drawn: `stream` (default stderr) is a terminal, where they
+    redraw in place, or this is a notebook, where tqdm draws a widget. A log file, a pipe
+    or a Ray worker's captured output would keep every redraw."""
+    from tqdm import autonotebook, std
+    if autonotebook.tqdm is not std.tqdm:
+        return True
+    stream = stream or sys.stderr
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):       # no isatty, or closed
+        return False
+
+
 def progress(iterable=None, total=None, desc="", enabled=True, **kw):
-    """A tqdm bar on stderr, or the bare iterable when disabled / not wanted."""
+    """A tqdm bar on stderr when it is a terminal (or a notebook's widget), else (or when
+    disabled) a silent stand-in over the same iterable."""
     from tqdm.auto import tqdm
-    return tqdm(iterable, total=total, desc=desc, disable=not enabled, file=sys.stderr,
-                dynamic_ncols=True, leave=False, **kw)
+    return tqdm(iterable, total=total, desc=desc, disable=not (enabled and on_terminal()),
+                file=sys.stderr, dynamic_ncols=True, leave=False, **kw)

@@ -39,7 +39,8 @@ from .distributed.launcher import intra_op_threads
 from .errors import ConfigError, DatasetMismatch
 from .mode import REDUCTIONS, mode_class
 from .report import CHARTS
-from .runlog import RunDir, announce_kernel_compiles, progress, summary_writer
+from .runlog import (EPOCHS_FROM, RunDir, announce_kernel_compiles, kernel_compiles, progress,
+                     summary_writer)
 
 FAIL_EXIT_CODE = 17
 _SEEDING = threading.Lock()
@@ -110,7 +111,7 @@ class TrainingLoop:
     def __init__(self, ctx, config, prepared=(), dataset_files: str = ""):
         self.ctx, self.config, self.dataset_files = ctx, config, dataset_files
         self.malloc = allocator.keep_freed_memory()   # before the run's first large allocations
-        if ctx.is_main and config.train.progress:
+        if ctx.is_main:                # a line, not a bar: said with train.progress off too
             announce_kernel_compiles()
         self.comm = ctx.comm
         self.run_dir = RunDir(config.run.dir, writer=ctx.is_main)
@@ -150,8 +151,11 @@ class TrainingLoop:
         self.grad_sync = self.comm.gradient_sync(
             self.model.parameters(), self.mode.grad_op,
             overlap=not self.mode.collectives_in_backward)
-        self.show = config.train.progress and ctx.is_main
+        self.show = ctx.is_main                             # the epoch lines: rank 0's
+        self.bars = config.train.progress and ctx.is_main   # (drawn on a terminal only)
         self.key = f"val_{self.mode.metric}"
+        # the last epoch done and the selected one, counted from 0 here (and in checkpoints);
+        # what is logged or printed counts from 1 (runlog.EPOCHS_FROM)
         self.epoch, self.best_val, self.best_epoch, self.best = -1, float("-inf"), -1, None
         self.best_eval: dict = {}                 # the selected epoch's evaluation
         self.last_eval: dict = {}                 # the latest epoch's evaluation
@@ -165,22 +169,17 @@ class TrainingLoop:
             setup = self.comm.all_gather_object(self.mode.describe())
             if self.epoch < 0:
                 pool = torch.get_num_threads()
-                self.run_dir.log("start", {"mode": self.config.mode,
+                self.run_dir.log("start", {"mode": self.config.mode, "epochs_from": EPOCHS_FROM,
                                   "workers": self.ctx.world_size, "malloc": self.malloc,
                                   "torch_threads": {"train": self.training_threads(),
                                                     "eval": pool},
                                   "split": split_record(self.comm.all_gather_object(
                                       self.mode.split_ids())),
                                   "setup": setup})
-            # one step per epoch (full-graph): one bar over the epochs instead of a bar each
             # a resumed run that had stopped early tests its selected model, trains no more
             first = self.config.train.epochs if self._stopped_early() else self.epoch + 1
-            epochs = progress(range(first, self.config.train.epochs), unit="epoch",
-                              enabled=self.show and self.mode.batches_per_epoch == 1)
-            for epoch in epochs:
-                record = self._epoch(epoch)
-                epochs.set_postfix({k: f"{v:.4f}" for k, v in record.items()
-                                    if k in ("loss", self.key)})
+            for epoch in range(first, self.config.train.epochs):
+                self._epoch(epoch)
                 if self._out_of_patience(epoch):
                     break
             return self._final()
@@ -206,8 +205,10 @@ class TrainingLoop:
                 self.best_eval = {k: v for k, v in record.items() if k.startswith("val_")}
         self.history.append({"loss": record["loss"], "epoch_s": record["epoch_s"]})
         self.run_dir.log("epoch", record)
-        if self.show and self.mode.batches_per_epoch > 1:
+        if self.show:
             self._print(record)
+            if len(self.history) == 1:        # the first epoch this process ran
+                self._print_projection(record, epochs_left=config.train.epochs - epoch - 1)
         self.epoch = epoch
         if self._checkpoint_due(epoch):
             self._checkpoint()
@@ -236,8 +237,8 @@ class TrainingLoop:
             return False
         if not self.comm.broadcast_object(self._patience_spent(epoch)):
             return False
-        self.run_dir.log("event", {"event": "early_stop", "epoch": epoch, "best_epoch": self.best_epoch,
-                          "patience": patience})
+        self.run_dir.log("event", {"event": "early_stop", "epoch": epoch + 1,
+                                   "best_epoch": self.best_epoch + 1, "patience": patience})
         if self.config.run.checkpoint_every and not self._checkpoint_due(epoch):
             self._checkpoint()                    # a resumed run starts where this one stopped
         return True
@@ -250,11 +251,12 @@ class TrainingLoop:
     def train_epoch(self, epoch: int) -> dict:
         """One pass of training steps; returns the epoch's record (loss, time, traffic)."""
         self.model.train()
+        self._compiles_before_epoch = kernel_compiles()
         self._reset_traffic()          # what came before (evaluation, checkpoint barriers)
         start, cpu_start = time.perf_counter(), time.process_time()
         loss_sum, examples, sync_s = 0.0, 0, 0.0
         bar = progress(total=self.mode.batches_per_epoch, unit="batch",
-                       enabled=self.show and self.mode.batches_per_epoch > 1,
+                       enabled=self.bars and self.mode.batches_per_epoch > 1,
                        desc=f"epoch {epoch + 1}/{self.config.train.epochs}")
         steps = precision.forward_in(self.config.train.precision, self.ctx.device,
                                      self.mode.train_batches(epoch))
@@ -284,8 +286,8 @@ class TrainingLoop:
         # processes (split_process_counters): says whether one worker already used every core a
         # second one would need
         cores = (time.process_time() - cpu_start) / max(epoch_s, 1e-9)
-        record = {"epoch": epoch, **self._epoch_traffic(epoch_s, loss_sum, examples, sync_s,
-                                                        cores)}
+        record = {"epoch": epoch + 1, **self._epoch_traffic(epoch_s, loss_sum, examples,
+                                                            sync_s, cores)}
         weights_ok = all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
         if not (math.isfinite(record["loss"]) and weights_ok):   # the same on every rank
             what = "loss" if weights_ok else "model weights"
@@ -298,7 +300,7 @@ class TrainingLoop:
     def _final(self) -> dict:
         if self.best is not None:
             self._restore(self.best)
-        result = {"epochs": self.epoch + 1, "best_epoch": self.best_epoch,
+        result = {"epochs": self.epoch + 1, "best_epoch": self.best_epoch + 1,
                   "workers": self.ctx.world_size, **self.best_eval}
         if self.history:           # the epochs this process ran (none if resumed at the end)
             result.update(final_loss=self.history[-1]["loss"],
@@ -424,8 +426,8 @@ class TrainingLoop:
         rng = state["rng"]
         if len(rng) == self.ctx.world_size:
             _set_rng_state(rng[self.ctx.rank])
-        self.run_dir.truncate_metrics_after(self.epoch)
-        self.run_dir.log("event", {"event": "resume", "from_epoch": self.epoch + 1,
+        self.run_dir.truncate_metrics_after(self.epoch + 1)
+        self.run_dir.log("event", {"event": "resume", "from_epoch": self.epoch + 2,
                           "attempt": self.ctx.attempt, "changed": changed})
         if self.show and self._stopped_early():
             print(f"{self.run_dir.path}: stopped early after epoch {self.epoch + 1} (no better "
@@ -446,7 +448,7 @@ class TrainingLoop:
 
     # ------------------------------------------------------------------ output
     def _print(self, record: dict) -> None:
-        parts = [f"epoch {record['epoch'] + 1}: loss {record['loss']:.4f}",
+        parts = [f"epoch {record['epoch']}: loss {record['loss']:.4f}",
                  f"{record['epoch_s']:.1f}s" + (f" (+{record['eval_s']:.1f}s evaluation)"
                                                  if "eval_s" in record else "")]
         if record.get("comm_bytes_sent"):
@@ -456,6 +458,38 @@ class TrainingLoop:
         if self.key in record:
             parts.append(f"{self.key} {record[self.key]:.4f}")
         print(", ".join(parts), flush=True)
+
+    def _print_projection(self, record: dict, epochs_left: int) -> None:
+        """What the first epoch cost and how long the rest takes at that pace: a run's
+        length depends on the data, the model and the machine, so it is measured, not
+        promised."""
+        if epochs_left <= 0:
+            return
+        train = self.config.train
+        epoch = record["epoch"]
+        evals_left = sum(1 for e in range(epoch + 1, train.epochs + 1)
+                         if e % train.eval_every == 0 or e == train.epochs)
+        total = epochs_left * record["epoch_s"] + evals_left * record.get("eval_s", 0.0)
+        cpu_s = record.get("cpu_cores", 0.0) * record["epoch_s"]
+        notes = [] if "eval_s" in record or not evals_left else ["evaluation not counted"]
+        if self._compiles_before_epoch != kernel_compiles() or train.compile:
+            notes.append("it compiled kernels: later epochs are faster")
+        if train.patience:
+            notes.append("train.patience may stop the run sooner")
+        print(f"epoch {epoch} took {record['epoch_s']:.1f} s of training ({cpu_s:.1f} CPU-s)"
+              + (f" + {record['eval_s']:.1f} s of evaluation" if "eval_s" in record else "")
+              + f"; {epochs_left} more epoch{'s' * (epochs_left != 1)} at that pace: "
+              f"~{duration(total)}"
+              + (f" ({'; '.join(notes)})" if notes else ""), flush=True)
+
+
+def duration(seconds: float) -> str:
+    """A run length for people: seconds, minutes or hours."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def check_dataset_files(was: str, now: str, since: str, fix: str) -> None:

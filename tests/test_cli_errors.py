@@ -209,7 +209,7 @@ def test_rays_out_of_memory_report_is_one_short_line():
 
 
 def test_the_final_line_is_one_readable_summary():
-    line = cli.final_line({"epochs": 3, "best_epoch": 0, "val_acc": 0.5, "rows_sent": 0,
+    line = cli.final_line({"epochs": 3, "best_epoch": 1, "val_acc": 0.5, "rows_sent": 0,
                            "partition": [{"rank": 0, "inner": 10}], "exchange": "dedup",
                            "test_ap_inductive": float("nan"), "bytes": {"2": 0}})
     assert line == ("final: epochs 3, best_epoch 1, val_acc 0.5000, exchange dedup, "

@@ -20,8 +20,8 @@ def test_resume_continues_a_finished_run(tmp_path, repo_root, capsys):
     final = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert final["epochs"] == 2
     records = read_metrics(run)
-    assert [r["epoch"] for r in records if "loss" in r] == [0, 1]
-    assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [1]
+    assert [r["epoch"] for r in records if "loss" in r] == [1, 2]
+    assert [r["from_epoch"] for r in records if r.get("event") == "resume"] == [2]
 
 
 def test_final_line_prints_each_number_to_the_digits_it_has(tmp_path, repo_root, capsys):

@@ -24,7 +24,7 @@ def _comm(e):
 def minibatch_records(epochs=4):
     out = []
     for e in range(epochs):
-        out.append({"kind": "epoch", "epoch": e, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
+        out.append({"kind": "epoch", "epoch": e + 1, "loss": 2.0 / (e + 1), "epoch_s": 1.5, **_comm(e),
                     "remote_rows": 500 - 50 * e, "cache_hits": 300 + 50 * e, "local_rows": 900,
                     "batch_wait_s": 0.2, "bytes_sent": 12345,   # old key, not a minibatch chart
                     **({"val_acc": 0.5 + e / 20} if e % 2 else {})})
@@ -32,7 +32,7 @@ def minibatch_records(epochs=4):
 
 
 def temporal_records(epochs=3):
-    out = [{"kind": "epoch", "epoch": e, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
+    out = [{"kind": "epoch", "epoch": e + 1, "loss": 0.7 - e / 10, "epoch_s": 3.0, **_comm(e), "rows_sent": 40,
             "rows_naive": 100, "bytes_sent": 4000, "bytes_naive": 10000, "exchange_s": 0.3,
             "val_ap": 0.6 + e / 20, "val_mrr": 0.4 + e / 20} for e in range(epochs)]
     return out + [{"kind": "final", "test_ap": 0.75, "test_mrr": 0.55,
@@ -44,7 +44,7 @@ def fullgraph_records(epochs=3):
     for e in range(epochs):
         times = {f"time_{p}": 0.01 * (k + 1) for k, p in enumerate(
             ("comm", "quant", "central", "marginal", "wait"))}
-        out.append({"kind": "epoch", "epoch": e, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
+        out.append({"kind": "epoch", "epoch": e + 1, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
                     "bytes_sent": 7000, "train_acc": 0.3 + e / 10, "val_acc": 0.3 + e / 10,
                     "bytes_by_bits": {"32": 4000, "8": 2000, "2": 600, "4": 400}})
     return out + [{"kind": "final", "test_acc": 0.7, "bytes_per_epoch": 7000.0}]
@@ -53,7 +53,7 @@ def fullgraph_records(epochs=3):
 def write_run(path, records, mode=None):
     """A run directory whose log starts with the loop's `start` record naming the mode."""
     path.mkdir(parents=True, exist_ok=True)
-    start = [{"kind": "start", "mode": mode, "workers": 2}] if mode else []
+    start = [{"kind": "start", "mode": mode, "workers": 2, "epochs_from": 1}] if mode else []
     (path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in start + records))
     return path
 
@@ -97,12 +97,12 @@ def test_each_mode_gets_its_charts_and_only_those(tmp_path, drawn, mode, records
 def test_what_the_mode_charts_plot(tmp_path, drawn):
     report.make_report(write_run(tmp_path / "mb", minibatch_records(), "minibatch"))
     assert list(drawn["feature_rows"][1]) == ["remote_rows", "cache_hits", "local_rows"]
-    assert drawn["metrics"][1] == {"val_acc": [(1, 0.55), (3, 0.65)]}   # evaluation epochs only
+    assert drawn["metrics"][1] == {"val_acc": [(2, 0.55), (4, 0.65)]}   # evaluation epochs only
     assert "final: test_acc 0.8100" in drawn["metrics"][0]
 
     report.make_report(write_run(tmp_path / "tg", temporal_records(), "temporal"))
-    assert drawn["exchange_rows"][1] == {"rows_naive": [(e, 100) for e in range(3)],
-                                         "rows_sent": [(e, 40) for e in range(3)]}
+    assert drawn["exchange_rows"][1] == {"rows_naive": [(e, 100) for e in (1, 2, 3)],
+                                         "rows_sent": [(e, 40) for e in (1, 2, 3)]}
     assert set(drawn["exchange_bytes"][1]) == {"bytes_naive", "bytes_sent"}
     assert len(drawn["loss"][1]["loss"]) == 3          # the final record is not an epoch
     assert "test_ap 0.7500, test_mrr 0.5500" in drawn["metrics"][0]
@@ -111,7 +111,7 @@ def test_what_the_mode_charts_plot(tmp_path, drawn):
     assert list(drawn["message_bytes"][1]) == ["bytes_sent", "bytes_by_bits[2]",
                                               "bytes_by_bits[4]", "bytes_by_bits[8]",
                                               "bytes_by_bits[32]"]
-    assert drawn["message_bytes"][1]["bytes_by_bits[32]"] == [(e, 4000) for e in range(3)]
+    assert drawn["message_bytes"][1]["bytes_by_bits[32]"] == [(e, 4000) for e in (1, 2, 3)]
     assert list(drawn["phase_time"][1]) == [f"time_{p}" for p in (
         "comm", "quant", "central", "marginal", "wait")]
     assert set(drawn["metrics"][1]) == {"val_acc", "train_acc"}

@@ -9,13 +9,13 @@ from gnnsys.runlog import RunDir, read_metrics
 def test_metrics_and_checkpoint_roundtrip(tmp_path):
     run = RunDir(tmp_path / "run")
     run.save_config(from_dict({}))
-    run.log("epoch", {"epoch": 0, "loss": 1.0})
-    run.log("epoch", {"epoch": 1, "loss": 0.5})
-    assert [r["epoch"] for r in read_metrics(run.path)] == [0, 1]
+    run.log("epoch", {"epoch": 1, "loss": 1.0})
+    run.log("epoch", {"epoch": 2, "loss": 0.5})
+    assert [r["epoch"] for r in read_metrics(run.path)] == [1, 2]
     run.save_checkpoint({"epoch": 1, "w": [1, 2]})
     assert run.load_checkpoint()["w"] == [1, 2]
-    run.truncate_metrics_after(0)
-    assert [r["epoch"] for r in read_metrics(run.path)] == [0]
+    run.truncate_metrics_after(1)
+    assert [r["epoch"] for r in read_metrics(run.path)] == [1]
     assert (run.path / "config.yaml").exists()
 
 

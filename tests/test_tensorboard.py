@@ -50,7 +50,7 @@ def test_event_files_hold_every_number_of_the_run_log(tmp_path):
                   tiny_graph(num_nodes=200))
     events = _events(run)
     logged = epochs(run)
-    assert [r["epoch"] for r in logged] == [0, 1] and len(logged[0]["workers"]) == 2
+    assert [r["epoch"] for r in logged] == [1, 2] and len(logged[0]["workers"]) == 2
     expected = {}                            # tag -> {step: value}, read from metrics.jsonl
     for record in logged:
         numbers = {k: v for k, v in record.items() if k not in ("kind", "time", "epoch")}
@@ -80,7 +80,7 @@ def test_a_resumed_run_continues_the_events_and_hides_the_epochs_it_redoes(tmp_p
     assert _series(events, "loss") == pytest.approx({r["epoch"]: r["loss"] for r in epochs(run)})
     assert list(_series(events, "final/test_acc")) == [3]   # the first run's final is hidden
     fit(_config(run, run={"tensorboard": True}), graph)     # a fresh run: old events aside
-    assert list(_series(_events(run), "loss")) == [0, 1]
+    assert list(_series(_events(run), "loss")) == [1, 2]
     # the first run's and the resumed one's event files, moved aside together
     assert len(list(run.glob("previous/*/tensorboard/events.out.tfevents.*"))) == 2
 

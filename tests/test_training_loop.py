@@ -81,15 +81,15 @@ def test_killed_mid_epoch_resumes_to_the_uninterrupted_state(mode, tmp_path):
     crashed = _train(mode, crashed_config)
     assert crashed.returncode == FAIL_EXIT_CODE, crashed.stderr[-2000:]
     done = [r["epoch"] for r in read_metrics(tmp_path / "crashed") if r["kind"] == "epoch"]
-    assert done == [0, 1]                                    # epoch 3 never finished
+    assert done == [1, 2]                                    # epoch 3 never finished
 
     resumed_config = _config(mode, tmp_path / "crashed")
     resumed_config["run"]["resume"] = True
     resumed = _train(mode, resumed_config)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     records = read_metrics(tmp_path / "crashed")
-    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [0, 1, 2, 3]   # none lost or twice
-    assert [r["from_epoch"] for r in events(tmp_path / "crashed", "resume")] == [2]
+    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [1, 2, 3, 4]   # none lost or twice
+    assert [r["from_epoch"] for r in events(tmp_path / "crashed", "resume")] == [3]
 
     a, b = _final_state(tmp_path / "straight"), _final_state(tmp_path / "crashed")
     assert a.keys() == b.keys() and any(k.startswith("adam.") for k in a)
@@ -136,7 +136,7 @@ def test_ranks_resume_at_rank_zeros_epoch_without_shared_storage(tmp_path):
     straight = run([config(tmp_path / f"straight{r}", 4) for r in range(2)])
     assert [r["epochs"] for r in resumed] == [4, 4]
     epochs = [r["epoch"] for r in read_metrics(tmp_path / "rank0") if r["kind"] == "epoch"]
-    assert epochs == [0, 1, 2, 3]
+    assert epochs == [1, 2, 3, 4]
     for key in ("val_ap", "test_ap", "best_epoch"):
         assert resumed[0][key] == pytest.approx(straight[0][key], abs=1e-6), key
 
@@ -261,18 +261,18 @@ def test_patience_stops_when_validation_stops_improving(tmp_path):
     from gnnsys.testing import tiny_graph
     from gnnsys.training import fit
     graph = tiny_graph(num_nodes=300, num_features=8, seed=3)
-    # lr so small that the validation metric never moves: the best epoch stays 0
+    # lr so small that the validation metric never moves: the best epoch stays the first
     frozen = _config("minibatch", tmp_path / "stop", epochs=6, lr=1e-12, patience=2)
     result = fit(from_dict(frozen), graph)
-    assert result["epochs"] == 3 and result["best_epoch"] == 0
+    assert result["epochs"] == 3 and result["best_epoch"] == 1
     stops = events(tmp_path / "stop", "early_stop")
-    assert [(e["epoch"], e["best_epoch"]) for e in stops] == [(2, 0)]
+    assert [(e["epoch"], e["best_epoch"]) for e in stops] == [(3, 1)]
     # resumed, a run that stopped early trains no more: it tests the same selected model
     again = fit(from_dict({**frozen, "run": {**frozen["run"], "resume": True}}), graph)
-    assert (again["epochs"], again["best_epoch"]) == (3, 0)
+    assert (again["epochs"], again["best_epoch"]) == (3, 1)
     assert again["test_acc"] == result["test_acc"]
     assert [r["epoch"] for r in read_metrics(tmp_path / "stop") if r["kind"] == "epoch"] == \
-        [0, 1, 2]
+        [1, 2, 3]
     patient = _config("minibatch", tmp_path / "all", epochs=6, lr=1e-12)   # patience 0: off
     assert fit(from_dict(patient), graph)["epochs"] == 6
 

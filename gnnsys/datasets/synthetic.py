@@ -451,13 +451,14 @@ def _features(params: SyntheticParams, labels: np.ndarray) -> np.ndarray:
 
 
 class _StageBar:
-    """A tqdm bar with one tick per generation stage (silent when disabled)."""
+    """A tqdm bar with one tick per generation stage (silent when disabled or when stderr
+    is no terminal)."""
 
     def __init__(self, name: str, enabled: bool):
+        from ..runlog import on_terminal, progress
         self._bar = None
-        if enabled:
-            from tqdm.auto import tqdm
-            self._bar = tqdm(total=len(STAGES), desc=f"generating {name}", unit="stage")
+        if enabled and on_terminal():
+            self._bar = progress(total=len(STAGES), desc=f"generating {name}", unit="stage")
         self._started = False
 
     def stage(self, label: str):

@@ -22,10 +22,10 @@ def test_worker_killed_mid_epoch_resumes_from_checkpoint(tiny_parts, dist_config
     assert result["test_acc"] > 0.6
     records = read_metrics(tiny_parts / "run")
     epochs = [r["epoch"] for r in records if "epoch" in r]
-    assert epochs == [0, 1, 2]                 # epoch 0 kept, epoch 1 redone once
-    # a worker really died, and the restarted group resumed after epoch 0
+    assert epochs == [1, 2, 3]                 # epoch 1 kept, epoch 2 redone once
+    # a worker really died, and the restarted group resumed after epoch 1
     assert [(r["attempt"], r["from_epoch"]) for r in records if r.get("event") == "resume"] \
-        == [(1, 1)]
+        == [(1, 2)]
     for r in records:
         if "epoch" in r:                       # per-worker communication counters
             assert [w["rank"] for w in r["workers"]] == [0, 1]

@@ -28,11 +28,11 @@ def test_trainer_two_workers_adaptive_quantisation_with_overlap(tmp_path):
     setup = runlog.start(tmp_path)["setup"][0]
     assert set(setup["links"]) == {"0->1", "1->0"}
     epochs = runlog.epochs(tmp_path)
-    assert [r["epoch"] for r in epochs] == [0, 1, 2, 3]
+    assert [r["epoch"] for r in epochs] == [1, 2, 3, 4]
     for r in epochs:
         assert all(r[k] >= 0 for k in TIME_KEYS) and r["bytes_sent"] > 0
         assert np.isfinite(r["loss"]) and "val_acc" in r
-    # epoch 2 re-solves the bits from the traces of epochs 0-1 and reports the solve
+    # the third epoch re-solves the bits from the traces of the first two and reports it
     assert epochs[2]["assign_solve_s"] > 0 and "forward0" in epochs[2]["bits"]
     # the first cycle runs at 8 bits: the boundary rows cost about D + 4 bytes each, and
     # an adaptive cycle never costs more than that
@@ -50,7 +50,7 @@ def test_single_process_run_resumes_from_its_checkpoint(tmp_path):
     resumed = fit(from_dict(base, ["train.epochs=4", "run.resume=true"]), graph)
     assert resumed["epochs"] == 4
     epochs = [r["epoch"] for r in runlog.epochs(tmp_path)]
-    assert epochs == [0, 1, 2, 3]
+    assert epochs == [1, 2, 3, 4]
 
 
 def test_partition_count_must_match_workers(tmp_path):

@@ -39,7 +39,7 @@ def test_resume_continues_from_checkpoint(tmp_path):
     second = gnnsys.Trainer(_config(tmp_path, train__epochs=4, run__resume=True)).fit()
     assert second["epochs"] == 4
     done = [r["epoch"] for r in epochs(tmp_path / "run")]
-    assert done == [0, 1, 2, 3]          # epochs 0-1 kept, 2-3 trained after resuming
+    assert done == [1, 2, 3, 4]          # epochs 1-2 kept, 3-4 trained after resuming
 
 
 def test_same_seed_same_result(tmp_path):

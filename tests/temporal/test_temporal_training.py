@@ -22,7 +22,7 @@ def test_each_model_trains_and_reports(arch, tiny_graph, tiny_config, tmp_path):
     assert 0.0 <= out["test_mrr"] <= 1.0
     assert "test_ap_inductive" in out
     records = read_metrics(tmp_path / arch)
-    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [0, 1]
+    assert [r["epoch"] for r in records if r["kind"] == "epoch"] == [1, 2]
     assert (tmp_path / arch / "checkpoint.pt").exists()
 
 
@@ -44,7 +44,7 @@ def test_resume_reproduces_the_straight_run(tiny_graph, tiny_config, tmp_path):
     for name, value in sa["model"].items():
         torch.testing.assert_close(sb["model"][name], value)
     torch.testing.assert_close(sb["memory"]["memory"], sa["memory"]["memory"])
-    assert [r["epoch"] for r in read_metrics(tmp_path / "b") if r["kind"] == "epoch"] == [0, 1]
+    assert [r["epoch"] for r in read_metrics(tmp_path / "b") if r["kind"] == "epoch"] == [1, 2]
 
 
 def test_prefetching_changes_nothing(tiny_graph, tiny_config, tmp_path):
