@@ -52,14 +52,19 @@ KINDS = ("start", "epoch", "event", "final")
 EPOCHS_FROM = 1          # the start record's `epochs_from`: the first epoch's number
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike, data) -> None:
+    """`data` (bytes, or a function that writes into a binary file, for output too large
+    to hold twice) into `path` through a temp file beside it, renamed once synced."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)
     try:
         user_mode(tmp)                  # mkstemp's file is 0600
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if callable(data):
+                data(f)
+            else:
+                f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -113,8 +118,9 @@ def check_output(path: str | os.PathLike, flag: str = "--out", needed=()) -> Pat
     return path
 
 
-def write_output(path: str | os.PathLike, data: bytes, flag: str = "--out", needed=()) -> None:
-    """`data` into the file a user named (check_output), atomically; a failure names the
+def write_output(path: str | os.PathLike, data, flag: str = "--out", needed=()) -> None:
+    """`data` (as atomic_write_bytes takes it) into the file a user named (check_output),
+    atomically; a failure names the
     flag and the path, not the temporary file, and a full disk says it is the disk."""
     path = check_output(path, flag, needed)
     try:

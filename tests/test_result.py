@@ -191,3 +191,37 @@ def test_a_layers_embeddings_on_two_workers_equal_one(tmp_path, mode):
         result.embeddings(layer=3)
     with pytest.raises(ConfigError, match="a node run embeds nodes by a layer's output"):
         result.embeddings(at=5.0)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".npz"])
+def test_a_table_is_streamed_to_its_file_in_bounded_pieces(tmp_path, monkeypatch, suffix):
+    """Ten million query scores must not become one string in memory: .csv and .parquet
+    are written OUTPUT_ROWS rows at a time, and read back as one table."""
+    import gnnsys.result as result
+    rng = np.random.default_rng(0)
+    table = {"src": np.arange(10, dtype=np.int64), "t": rng.random(10),
+             "prob": rng.random(10).astype(np.float32), "scores": rng.random((10, 2))}
+    largest = []
+    formatted = np.char.mod
+    monkeypatch.setattr(np.char, "mod", lambda fmt, v: largest.append(len(v)) or formatted(fmt, v))
+    monkeypatch.setattr(result, "OUTPUT_ROWS", 3)
+    result.write_table(tmp_path / f"out{suffix}", table)
+    if suffix == ".csv":
+        assert max(largest) == 3
+        back = np.loadtxt(tmp_path / "out.csv", delimiter=",", skiprows=1)
+        columns = open(tmp_path / "out.csv").readline().strip().split(",")
+        assert columns == ["src", "t", "prob", "score_0", "score_1"]
+        got = {c: back[:, i] for i, c in enumerate(columns)}
+    elif suffix == ".parquet":
+        import pyarrow.parquet as pq
+        meta = pq.ParquetFile(tmp_path / "out.parquet").metadata
+        assert meta.num_rows == 10 and meta.num_row_groups == 4
+        got = {k: np.asarray(v) for k, v in pq.read_table(tmp_path / "out.parquet").to_pydict().items()}
+    else:
+        got = dict(np.load(tmp_path / "out.npz"))
+        got.update({f"score_{c}": got["scores"][:, c] for c in range(2)})
+    assert np.array_equal(got["src"], table["src"]) and np.array_equal(got["t"], table["t"])
+    assert np.array_equal(np.float32(got["prob"]), table["prob"])
+    for c in range(2):
+        assert np.array_equal(got[f"score_{c}"], table["scores"][:, c])
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".gnnsys-tmp")]
