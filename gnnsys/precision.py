@@ -3,6 +3,8 @@
 fp32 (the default) trains in float32. bf16 runs each step's forward under torch's bf16
 autocast (matrix products and the ops torch lists for it in bfloat16, the rest in
 float32), with float32 weights, gradients and optimizer state; evaluation stays float32.
+A layer over sparse (CSR) inputs runs in float32 (`BlockGNN.layer`): torch's sparse
+products have no bf16 kernel.
 It pays where the hardware multiplies bf16 natively (GPUs since Ampere, CPUs with
 AVX512-BF16 or AMX); elsewhere torch emulates it: on the 2-core AMD EPYC dev machine a
 147k x 100 x 256 product took 10x longer in bf16 (BENCHMARKS.md), so a run there says so

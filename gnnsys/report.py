@@ -73,14 +73,18 @@ def _draw(path: Path, title: str, ylabel: str, lines: list) -> None:
 def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = None) -> list[Path]:
     """Draw every chart whose keys the run logged; returns the PNG paths (out_dir: run_dir)."""
     run_dir = Path(run_dir)
-    epochs = runlog.epochs(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"{run_dir} is a file, not a run directory; give the run.dir of a "
+                          "gnnsys run (the folder holding metrics.jsonl)")
+    records = runlog.read_metrics(run_dir)
+    epochs = runlog.epochs(records)
     if not epochs:
-        state = "has no epoch records" if runlog.read_metrics(run_dir) else "is missing or empty"
+        state = "has no epoch records" if records else "is missing or empty"
         raise ConfigError(f"{run_dir / METRICS} {state}; train first with "
                          "`gnnsys train --config CONFIG` (its run.dir is the run directory)")
-    mode = (runlog.start(run_dir) or {}).get("mode")
+    mode = (runlog.start(records) or {}).get("mode")
     heading = run_dir.name + (f" ({mode})" if mode else "")
-    final = ", ".join(f"{k} {v:.4f}" for k, v in (runlog.final(run_dir) or {}).items()
+    final = ", ".join(f"{k} {v:.4f}" for k, v in (runlog.final(records) or {}).items()
                       if k[5:] in METRIC_NAMES and k[:5] == "test_" and v is not None)
     charts = [Path(out_dir or run_dir) / f"{stem}.png" for stem in CHARTS]
     for chart in charts:

@@ -303,24 +303,38 @@ class RunDir:
                                "over or restore it from a backup") from None
 
 
+TORN_LINES_NAMED = 3     # more torn lines than this are counted in one warning
+
+
 def read_metrics(path: str | os.PathLike) -> list[dict]:
     file = Path(path) / METRICS
     if not file.exists():
         return []
     _regular(file)
-    records = []
+    records, torn = [], []
     for n, line in enumerate(file.read_text(errors="replace").splitlines(), 1):
         if line.strip():
             try:
                 record = json.loads(line)
             except json.JSONDecodeError:      # torn by a crash or a full disk: skip, say so
-                logging.getLogger(__name__).warning("%s:%d is not valid JSON; skipped", file, n)
+                torn.append(n)
                 continue
             if not isinstance(record, dict):
                 raise ConfigError(f"{file}:{n} is not a gnnsys run record (a JSON "
                                   f"{type(record).__name__}, not an object); is this a "
                                   "gnnsys run directory?")
             records.append(record)
+    # a crash tears a line or two; a file with no record at all is not a run log (random
+    # bytes, another program's file): one line, not a warning per line
+    if torn and not records:
+        raise ConfigError(f"{file} holds no gnnsys run record (none of its {len(torn)} "
+                          "lines is JSON); is this a gnnsys run directory?")
+    log = logging.getLogger(__name__)
+    for n in torn[:TORN_LINES_NAMED]:
+        log.warning("%s:%d is not valid JSON; skipped", file, n)
+    if len(torn) > TORN_LINES_NAMED:
+        log.warning("%s: %d more lines are not valid JSON; skipped", file,
+                    len(torn) - TORN_LINES_NAMED)
     return _count_from_one(records)
 
 
@@ -354,20 +368,26 @@ def _regular(file: Path) -> None:
                           "is this a gnnsys run directory?")
 
 
-def epochs(path: str | os.PathLike) -> list[dict]:
+def _records(run) -> list[dict]:
+    """A run directory's records, or `run` itself when it is a list of them already read
+    (a reader of several kinds reads, and warns about torn lines, once)."""
+    return run if isinstance(run, list) else read_metrics(run)
+
+
+def epochs(run: str | os.PathLike | list) -> list[dict]:
     """The epoch records, the last of each epoch (a resumed run redoes some), in order."""
-    by_epoch = {r["epoch"]: r for r in read_metrics(path) if r.get("kind") == "epoch"}
+    by_epoch = {r["epoch"]: r for r in _records(run) if r.get("kind") == "epoch"}
     return [by_epoch[e] for e in sorted(by_epoch)]
 
 
-def start(path: str | os.PathLike) -> dict | None:
+def start(run: str | os.PathLike | list) -> dict | None:
     """The run's start record (mode, workers, each rank's set-up), or None."""
-    return next((r for r in read_metrics(path) if r.get("kind") == "start"), None)
+    return next((r for r in _records(run) if r.get("kind") == "start"), None)
 
 
-def final(path: str | os.PathLike) -> dict | None:
+def final(run: str | os.PathLike | list) -> dict | None:
     """The final record of the last run that finished here, or None."""
-    return next((r for r in reversed(read_metrics(path)) if r.get("kind") == "final"), None)
+    return next((r for r in reversed(_records(run)) if r.get("kind") == "final"), None)
 
 
 def lock_holder(path: str | os.PathLike) -> str | None:
@@ -386,9 +406,9 @@ def lock_holder(path: str | os.PathLike) -> str | None:
         os.close(fd)
 
 
-def events(path: str | os.PathLike, name: str) -> list[dict]:
+def events(run: str | os.PathLike | list, name: str) -> list[dict]:
     """The event records named `name` (resume, early_stop), in order."""
-    return [r for r in read_metrics(path) if r.get("kind") == "event" and r["event"] == name]
+    return [r for r in _records(run) if r.get("kind") == "event" and r["event"] == name]
 
 
 def _check_writable(folder: Path) -> None:

@@ -20,14 +20,24 @@ from .errors import ConfigError
 def check_step_fits(model: torch.nn.Module, output_elements: int, what: str, fix: str,
                     have: int | None = None) -> None:
     """Raise ConfigError when the step's lower bound exceeds the free memory; `what`
-    describes `output_elements` (the layers' outputs), `fix` the settings to lower."""
+    describes `output_elements` (the layers' outputs; "" counts none), `fix` the settings
+    to lower. `model` may be `shapes_only`'s: only its parameters' shapes are read."""
     params = sum(p.numel() for p in model.parameters() if p.requires_grad)
     need = 16 * params + 4 * output_elements
     have = available_memory() if have is None else have
     if need > have:
-        raise ConfigError(f"one training step needs at least {_size(need)} ({what}, and "
+        counted = f"{what}, and " if what else ""
+        raise ConfigError(f"one training step needs at least {_size(need)} ({counted}"
                           f"{params:,} parameters with their gradients and Adam state) but "
                           f"{_size(have)} are free; lower {fix}")
+
+
+def shapes_only(build) -> torch.nn.Module:
+    """The module `build()` makes, its parameters on torch's meta device (shapes, no
+    memory): a model too large to allocate is measured, and refused, before it is built
+    (a `model.hidden` of 10^12 otherwise fails inside torch's allocator)."""
+    with torch.device("meta"):
+        return build()
 
 
 def _size(n: int) -> str:

@@ -172,6 +172,28 @@ def test_no_epochs_is_one_clear_error(tmp_path, capsys, records, says):
     assert not (run / "loss.png").exists()
 
 
+def test_random_bytes_or_a_file_are_one_line_not_a_warning_per_line(tmp_path, capsys):
+    noise = bytes(range(256)) * 4 + b"\n".join(bytes([n, 255 - n]) * 7 for n in range(200))
+    (tmp_path / "noise").mkdir()
+    (tmp_path / "noise" / "metrics.jsonl").write_bytes(noise)
+    (tmp_path / "file.bin").write_bytes(noise)
+    for run, says in [("noise", "lines is JSON); is this a gnnsys run directory?"),
+                      ("file.bin", "is a file, not a run directory")]:
+        assert main(["report", str(tmp_path / run)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and says in err, err
+
+
+def test_many_torn_lines_are_named_three_then_counted(tmp_path, caplog):
+    run = write_run(tmp_path / "run", minibatch_records(), "minibatch")
+    with open(run / "metrics.jsonl", "a") as log:
+        log.write("".join(f"torn {n}\n" for n in range(50)))
+    assert report.make_report(run, tmp_path / "out")
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 4 and warnings[0].endswith("metrics.jsonl:7 is not valid JSON; skipped")
+    assert warnings[3].endswith("metrics.jsonl: 47 more lines are not valid JSON; skipped")
+
+
 def test_train_quickstart_then_report(tmp_path, repo_root):
     data = yaml.safe_load((repo_root / "configs" / "quickstart.yaml").read_text())
     data["dataset"]["name"] = "synthetic-tiny"

@@ -317,6 +317,38 @@ def test_a_step_that_cannot_fit_is_refused_before_it_runs(tmp_path, mode, monkey
         fit(from_dict(data), graph)
 
 
+@pytest.mark.parametrize("mode", ["minibatch", "fullgraph"])
+def test_a_model_too_large_to_allocate_is_refused_before_it_is_built(tmp_path, mode):
+    """model.hidden 10^12 failed inside torch's allocator (a raw RuntimeError, exit 1):
+    its parameters are counted on the meta device and refused in one line."""
+    from gnnsys.errors import ConfigError
+    from gnnsys.testing import tiny_graph
+    from gnnsys.training import fit
+    data = _config(mode, tmp_path / mode, epochs=1)
+    data["model"]["hidden"] = 10 ** 12
+    with pytest.raises(ConfigError, match=r"needs at least .* GiB \(.*[\d,]+ parameters "
+                                          r"with their gradients and Adam state\) but .* are "
+                                          r"free; lower model\.hidden"):
+        fit(from_dict(data), tiny_graph(num_nodes=300, num_features=8, seed=3))
+    assert not (tmp_path / mode / "checkpoint.pt").exists()
+
+
+def test_measuring_a_model_on_the_meta_device_draws_no_random_number():
+    """The size check builds the model once more, shapes only: a draw from torch's
+    generator there would change every run's initial weights at the same seed."""
+    from gnnsys.models.block_gnn import BlockGNN
+    from gnnsys.step_memory import shapes_only
+
+    def build():
+        return BlockGNN("gat", 10, 16, 3, 3, 0.5, 4, "batch", True)
+    torch.manual_seed(0)
+    plain = build().state_dict()
+    torch.manual_seed(0)
+    assert all(p.is_meta for p in shapes_only(build).parameters())
+    after = build().state_dict()
+    assert all(torch.equal(plain[k], after[k]) for k in plain)
+
+
 def test_the_step_bound_counts_parameters_adam_state_and_outputs():
     from gnnsys.errors import ConfigError
     from gnnsys.step_memory import check_step_fits

@@ -76,6 +76,7 @@ def path_entry(path: str, task: str) -> dict:
 def read_bundle(path: Path, task: str) -> dict:
     """The bundle's arrays, refused in one line (file, key, schema) if `task` cannot read them."""
     arrays = read_npz(path, FIX)
+    _refuse_heterogeneous(path, arrays)
     missing = [key for key in REQUIRED[task] if key not in arrays]
     if missing:
         other = next(t for t in REQUIRED if t != task)
@@ -98,6 +99,19 @@ def read_bundle(path: Path, task: str) -> dict:
         raise DatasetError(f"{path}: array 'edge_index' has shape {arrays['edge_index'].shape};"
                            f" expected (2, num_edges); {FIX}")
     return arrays
+
+
+def _refuse_heterogeneous(path: Path, arrays: dict) -> None:
+    """A bundle of typed nodes and relations (`edge_index__S__R__D`, shared/data/hetero)
+    would otherwise read as a static bundle missing its `edge_index`: say what it is."""
+    relations = [key.split("__", 1)[1] for key in arrays if key.startswith("edge_index__")]
+    if relations:
+        types = [key.split("__", 1)[1] for key in arrays if key.startswith("num_nodes__")]
+        raise DatasetError(
+            f"{path} is a heterogeneous bundle (node types {', '.join(types) or '?'}; "
+            f"{len(relations)} relations such as {relations[0]}), and gnnsys trains "
+            "homogeneous graphs only, heterogeneous ones not yet: convert it to one node "
+            f"type's graph first ({SCHEMA}, \"Heterogeneous bundles\")")
 
 
 def node_ids(path: Path) -> np.ndarray | None:

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from ..mode import NodeClassificationMode
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
-from ..step_memory import check_step_fits
+from ..step_memory import check_step_fits, shapes_only
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
 from .halo import ARCHS, aggregation_weights, build_halo_plan
@@ -111,13 +111,16 @@ class FullGraphMode(NodeClassificationMode):
 
     def build_model(self):
         m, g = self.config.model, self.graph
-        self.model = FullGraphGNN(m.arch, g.num_features, m.hidden, g.num_classes, m.layers,
-                                  m.dropout, m.norm)
+
+        def build():
+            return FullGraphGNN(m.arch, g.num_features, m.hidden, g.num_classes, m.layers,
+                                m.dropout, m.norm)
         rows = len(self.plan.inner_gid)
-        check_step_fits(self.model, rows * (m.hidden * (m.layers - 1) + g.num_classes),
+        check_step_fits(shapes_only(build), rows * (m.hidden * (m.layers - 1) + g.num_classes),
                         f"{m.layers} layers output this worker's {rows} rows, "
                         f"model.hidden={m.hidden} wide",
                         "model.hidden, or spread the graph over more cluster.workers")
+        self.model = build()
         return self.model.to(self.ctx.device)
 
     # ------------------------------------------------------------------ training

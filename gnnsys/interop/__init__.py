@@ -18,7 +18,7 @@ def as_graph(data, name: str = "data"):
     or a `dgl.DGLGraph` (what `gnnsys.Trainer(cfg, data=...)` trains on)."""
     from gnnsys.graph import Graph
     from gnnsys.temporal_graph import TemporalGraph
-    from torch_geometric.data import Data, TemporalData
+    from torch_geometric.data import Data, HeteroData, TemporalData
 
     if isinstance(data, (Graph, TemporalGraph)):
         return data
@@ -26,6 +26,10 @@ def as_graph(data, name: str = "data"):
         return from_pyg_temporal(data, name)
     if isinstance(data, Data):
         return from_pyg(data, name)
+    if isinstance(data, HeteroData):
+        raise TypeError("cannot train on a HeteroData: gnnsys trains homogeneous graphs "
+                        "only, heterogeneous ones not yet; train on one node type's graph "
+                        "(docs/DATA.md, \"Heterogeneous bundles\")")
     if type(data).__module__.split(".")[0] == "dgl":
         return from_dgl(data, name)
     raise TypeError(f"cannot train on a {type(data).__name__}: pass a torch_geometric Data "

@@ -73,7 +73,13 @@ class MinibatchMode(NodeClassificationMode):
         self.wait_s, self.step_checked = 0.0, False
 
     def build_model(self):
-        self.model = build_model(self.config, self.data.in_dim, self.data.num_classes)
+        from ..step_memory import check_step_fits, shapes_only
+
+        def build():
+            return build_model(self.config, self.data.in_dim, self.data.num_classes)
+        # the parameters alone, before they are allocated; the first batch adds its layers
+        check_step_fits(shapes_only(build), 0, "", "model.hidden or model.layers")
+        self.model = build()
         if self.config.model.arch == "gcn":
             self.model.set_degree(self.data.degree)
         return self.model.to(self.ctx.device)

@@ -88,7 +88,15 @@ class BlockGNN(nn.Module):
               n_id: torch.Tensor | None = None, x_agg: torch.Tensor | None = None):
         """Layer i over a block; `x_agg`: its targets' aggregated sources, aggregated by
         the sampler (the first layer: SAGE's neighbour mean, GCN's whole normalised sum;
-        samplers/_aggregate.py), x then the targets' rows."""
+        samplers/_aggregate.py), x then the targets' rows. A sparse x's layer runs in
+        float32 whatever `train.precision` says: torch's sparse CSR products have no bf16
+        kernel, and autocast would ask for one (later layers follow the precision)."""
+        if is_sparse(x):
+            with torch.autocast(device_type=x.device.type, enabled=False):
+                return self._layer(i, x, edge_index, num_dst, n_id, x_agg)
+        return self._layer(i, x, edge_index, num_dst, n_id, x_agg)
+
+    def _layer(self, i, x, edge_index, num_dst, n_id, x_agg):
         conv = self.convs[i]
         if x.dtype == torch.float16:      # features stored as float16 (dataset.feature_dtype)
             x = x.float()

@@ -12,7 +12,7 @@ import gnnsys
 from gnnsys.config import ConfigError, from_dict
 from gnnsys.datasets import DatasetError, list_datasets, load_dataset, registry
 from gnnsys.interop import to_pyg
-from gnnsys.testing import tiny_graph
+from gnnsys.testing import shared_data_dir, tiny_graph
 
 DATA_MD = Path(__file__).resolve().parents[2] / "docs" / "DATA.md"
 MINIBATCH = {"mode": "minibatch", "model": {"arch": "sage", "hidden": 16, "layers": 2},
@@ -28,10 +28,18 @@ def run_config(base: dict, run_dir: Path, **dataset) -> dict:
             "train": {"epochs": 2, "lr": 0.01, "progress": False, "seed": 0}}
 
 
+def doc_blocks(heading: str) -> list[str]:
+    """The Python blocks of DATA.md's section `heading`."""
+    text = DATA_MD.read_text()
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return re.findall(r"```python\n(.*?)```", text[start:end if end > 0 else None], flags=re.S)
+
+
 @pytest.fixture
 def doc_bundles(tmp_path, monkeypatch):
     """The directory where DATA.md's numpy examples, run verbatim, wrote their files."""
-    blocks = re.findall(r"```python\n(.*?)```", DATA_MD.read_text(), flags=re.S)
+    blocks = doc_blocks("Writing one from numpy")
     assert len(blocks) == 2 and len(blocks[0].splitlines()) <= 15
     monkeypatch.chdir(tmp_path)
     for code in blocks:
@@ -101,6 +109,50 @@ def test_a_directory_of_npy_files_is_the_same_bundle(doc_bundles):
     np.testing.assert_array_equal(from_dir.indices, from_file.indices)
     np.testing.assert_array_equal(from_dir.x, from_file.x)
     np.testing.assert_array_equal(from_dir.test_idx, from_file.test_idx)
+
+
+def tiny_hetero_bundle(path):
+    """A bundle of typed nodes as shared/data/hetero stores them: 6 labelled papers, 3
+    authors (paper 0 and 1 share author 0; papers 1, 2, 3 author 1; paper 5 has none)."""
+    papers, authors = np.array([0, 1, 1, 2, 3, 4]), np.array([0, 0, 1, 1, 1, 2])
+    masks = np.zeros((2, 6), dtype=bool)
+    np.savez(path, num_nodes__paper=np.array(6), num_nodes__author=np.array(3),
+             edge_index__paper__written_by__author=np.stack([papers, authors]),
+             edge_index__author__writes__paper=np.stack([authors, papers]),
+             x__paper=np.eye(6, 4, dtype=np.float32), y__paper=np.array([0, 1, 0, 1, 0, 1]),
+             train_mask__paper=masks | [1, 1, 1, 1, 0, 0], val_mask__paper=masks | [0] * 4 + [1, 0],
+             test_mask__paper=masks | [0] * 5 + [1])
+
+
+def test_a_heterogeneous_bundle_says_so_and_the_doc_converts_it(tmp_path, monkeypatch):
+    """It read as a static bundle missing 'edge_index' (a malformed file?): one line says
+    it is heterogeneous and where the conversion is; DATA.md's conversion, run verbatim,
+    writes a static bundle of the labelled type that loads."""
+    monkeypatch.chdir(tmp_path)
+    tiny_hetero_bundle(tmp_path / "acm_heco.npz")
+    for task in ("node_classification", "link_prediction"):
+        with pytest.raises(DatasetError) as err:
+            load_dataset("acm", path="acm_heco.npz", task=task)
+        assert_one_line(err, "acm_heco.npz is a heterogeneous bundle (node types paper, "
+                        "author; 2 relations such as paper__written_by__author)",
+                        "homogeneous graphs only", 'docs/DATA.md, "Heterogeneous bundles"')
+    shared = shared_data_dir()
+    if shared is not None:                     # the project's own heterogeneous graphs
+        with pytest.raises(DatasetError, match="dblp_hgb.npz is a heterogeneous bundle"):
+            load_dataset("dblp", path=str(shared / "hetero" / "dblp_hgb.npz"))
+    [code] = doc_blocks("Heterogeneous bundles")
+    exec(compile(code, str(DATA_MD), "exec"), {})
+    graph = load_dataset("acm_paper", path="acm_paper.npz")
+    pairs = {(int(u), int(v)) for u in range(6)
+             for v in graph.indices[graph.indptr[u]:graph.indptr[u + 1]]}
+    assert pairs == {(0, 1), (1, 0), (1, 2), (2, 1), (1, 3), (3, 1), (2, 3), (3, 2)}
+    assert graph.x.shape == (6, 4) and list(graph.test_idx) == [5]
+
+
+def test_heterogeneous_data_from_python_says_so():
+    from torch_geometric.data import HeteroData
+    with pytest.raises(TypeError, match="HeteroData: gnnsys trains homogeneous graphs only"):
+        gnnsys.interop.as_graph(HeteroData())
 
 
 def test_pyg_data_trains_through_the_python_api(tmp_path):

@@ -1,5 +1,6 @@
 """`ray job submit --address <head> -- gnnsys train --config run.yaml` against a local
-Ray head started for this test (dashboard on a free port, its own temp dir)."""
+Ray head started for this test (dashboard on a free port, its own temp dir, token
+authentication as README's block sets it up)."""
 import os
 import shutil
 import socket
@@ -7,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -39,11 +41,14 @@ def ray_head():
     # Short temp path: Ray's unix sockets live under it and have a length limit.
     temp = Path(tempfile.mkdtemp(prefix="gnsrj", dir="/tmp"))
     ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))))
-    # No token auth for this private, loopback-only test cluster.
+    # Token auth as README's block runs it (RAY_AUTH_MODE=token, head and client), with the
+    # token in this test's own HOME (~/.ray/auth_token), not the user's.
     # RAY_TMPDIR: the head's address file (ray_current_cluster) lands in this test's own
     # directory, where a plain `ray.init()` with the same environment finds it.
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0",
-           "RAY_TMPDIR": str(temp)}
+    env = {**os.environ, "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_TMPDIR": str(temp), "HOME": str(temp)}
+    subprocess.run([RAY, "get-auth-token", "--generate"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
     args = [RAY, "start", "--head", "--block", "--num-cpus=2", "--include-dashboard=true",
             "--dashboard-host=127.0.0.1", f"--temp-dir={temp / 'ray'}"]
     args += [f"{flag}={port}" for flag, port in ports.items()]
@@ -55,6 +60,8 @@ def ray_head():
         while True:
             try:
                 urllib.request.urlopen(f"{url}/api/version", timeout=2)
+                break
+            except urllib.error.HTTPError:     # it answers (401 Unauthorized without the token)
                 break
             except OSError:
                 if head.poll() is not None or time.monotonic() > deadline:
