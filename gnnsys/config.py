@@ -483,7 +483,10 @@ def load_config(path: str | os.PathLike | None = None, overrides=()) -> Config:
 def _config_text(path: Path) -> str:
     """The config file's text. A pipe is read (<(...), /dev/stdin), but opened without
     waiting for a writer: a named pipe that no one writes to reads as empty, not for ever.
-    A device (/dev/zero, a terminal) is refused."""
+    A device (/dev/zero, a terminal) is refused, but /dev/null reads as the empty file
+    it is."""
+    if os.path.realpath(path) == os.devnull:
+        return ""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         mode = os.fstat(fd).st_mode
