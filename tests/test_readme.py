@@ -5,7 +5,8 @@ first failing command fails it).
 
 Two things differ from a new user's machine, both outside the blocks' text: the copied
 configs are cut short (`CUT_SHORT`: one epoch; temporal runs also skip the one-vs-all
-ranking, most of a test pass, and take 5x larger batches, 5x fewer steps), and `pip install ... &&` starting a line is left out (the
+ranking, most of a test pass, take 5x larger batches, 5x fewer steps, and a model of
+16-wide memory and embeddings over 5 neighbours), and `pip install ... &&` starting a line is left out (the
 suite runs in the environment that command made; running it again would reinstall the
 package under test). A comment on the line before a block's fence says more:
 
@@ -30,7 +31,9 @@ BLOCKS = [(m["lang"], m["code"], m["marker"] or "", README.count("\n", 0, m.star
           for m in BLOCK.finditer(README)]
 INSTALL = re.compile(r"^pip install [^\n]*? && ", re.M)
 CUT_SHORT = {"train": {"epochs": 1}}
-CUT_SHORT_TEMPORAL = {"temporal": {"rank_all": False}, "sampler": {"batch_size": 1000}}
+CUT_SHORT_TEMPORAL = {"temporal": {"rank_all": False, "memory_dim": 16, "time_dim": 16,
+                                   "embedding_dim": 16, "num_neighbors": 5},
+                      "sampler": {"batch_size": 1000}}
 
 
 def test_readme_has_python_and_bash_blocks():
