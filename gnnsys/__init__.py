@@ -8,8 +8,8 @@ import os
 # The trainer runs two thread pools at once (numba's sampler threads in the batch-prep
 # thread, torch's for the model), and Ray workers or other jobs may share the cores;
 # OpenMP threads that spin between loops steal the cores the others need (two 2-thread
-# TGN runs on 2 cores: 2.3x slower each with GOMP_SPINCOUNT=10000 than with PASSIVE).
-# On a machine a run has to itself a short spin is faster (TGN 1.7x, BENCHMARKS.md):
+# TGN runs on 2 cores: each about twice as slow with GOMP_SPINCOUNT=10000 as with PASSIVE).
+# On a machine a run has to itself a short spin is faster (BENCHMARKS.md, "OpenMP wait"):
 # GOMP_SPINCOUNT=10000 in the shell opts in. Must be set before torch/numba load OpenMP;
 # a user's value wins.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -4,8 +4,8 @@ Every training step allocates and frees the same large tensors again. A minibatc
 synthetic-products (3-layer SAGE 128, batch 1024) allocates ~1.3 GB of gathered rows,
 messages and gradients, mostly in blocks over 32 MB: glibc serves each of those with a
 fresh mmap and unmaps it on free (32 MB is the most its mmap threshold can be raised to),
-so every step page-faults and zeroes all of it again. On the dev VM that was ~325k page
-faults and ~0.55 s of kernel time in a step of ~1.07 s CPU. With mmap off and the heap
+so every step page-faults and zeroes all of it again: about half the step's CPU time went
+to the kernel (BENCHMARKS.md, "Memory allocator"). With mmap off and the heap
 never trimmed, freed blocks are reused: after the first steps have grown the heap to the
 run's peak, a step takes no page faults (BENCHMARKS.md, "Memory allocator"). The same
 reason PyTorch's CPU performance guide suggests jemalloc or tcmalloc, without preloading

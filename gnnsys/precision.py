@@ -1,4 +1,4 @@
-"""`train.precision`: the arithmetic of the training steps (issue 34).
+"""`train.precision`: the arithmetic of the training steps.
 
 fp32 (the default) trains in float32. bf16 runs each step's forward under torch's bf16
 autocast (matrix products and the ops torch lists for it in bfloat16, the rest in
@@ -6,8 +6,8 @@ float32), with float32 weights, gradients and optimizer state; evaluation stays 
 A layer over sparse (CSR) inputs runs in float32 (`BlockGNN.layer`): torch's sparse
 products have no bf16 kernel.
 It pays where the hardware multiplies bf16 natively (GPUs since Ampere, CPUs with
-AVX512-BF16 or AMX); elsewhere torch emulates it: on the 2-core AMD EPYC dev machine a
-147k x 100 x 256 product took 10x longer in bf16 (BENCHMARKS.md), so a run there says so
+AVX512-BF16 or AMX); elsewhere torch emulates it and a large product takes several times
+longer in bf16 (BENCHMARKS.md, "`train.precision: bf16`"), so a run there says so
 in one line and goes on as asked.
 """
 from __future__ import annotations

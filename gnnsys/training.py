@@ -81,7 +81,7 @@ def compile_parts(model: torch.nn.Module) -> None:
     the model: a mode may drive its model through methods other than forward (temporal
     mode's forward_roots), which whole-model compilation would not see. Fuses the chains
     of small elementwise ops that dominate TGN's step on CPU; the first epoch pays the
-    compilation (~35 s on 2 cores)."""
+    compilation (tens of seconds on a small CPU)."""
     for part in model.children():
         part.compile(dynamic=True)
 

@@ -26,7 +26,7 @@ vertices reached at hop h, whereas the sampler re-expands every vertex known so 
 is exact for one hop with every training vertex a seed. On a 120-node test graph (avg
 degree 5, 40 training vertices) the error on non-training vertices is up to 0.08 (mean
 0.023) with fanouts [3, 2], batch 16, and up to 0.19 (mean 0.064) with [2, 2, 2], batch
-8: the 0.07-0.19 gap of issue #14 is this approximation, not a coding error. The errors
+8: a 0.07-0.19 gap against sampled frequencies is this approximation, not a coding error. The errors
 mostly cancel in the ranking, which is all the cache and the row order use: Spearman
 0.97-0.997 against measured inclusion frequencies, and the top 20% by VIP hold
 98.7-99.8% of the sampled-row mass of the measured top 20%. A variant letting every

@@ -1,4 +1,4 @@
-"""The first layer's aggregation inside the fused sampler (issue 34).
+"""The first layer's aggregation inside the fused sampler.
 
 A mean (GraphSAGE) or normalised-sum (GCN) first layer needs, of its input features,
 only the aggregate of each target's sampled sources (and its own row); the rows

@@ -2,9 +2,9 @@
 
 Each row is a short contiguous copy that LLVM vectorises. Rows are not prefetched in
 software: every row is an independent random read, which the out-of-order core already
-overlaps across loop iterations, and on this project's 2-core Xeon (2026-11-23) asking
-for each row's lines 8 rows ahead made the gather slower (BENCHMARKS.md, session 8:
-without it `scripts/bench_sampler.py`'s gather phase runs at index_select's speed).
+overlaps across loop iterations, and asking for each row's lines 8 rows ahead made the
+gather slower (BENCHMARKS.md, "CPU speed: sampler, batch wait, huge pages": without it
+`scripts/bench_sampler.py`'s gather phase runs at index_select's speed).
 Tables are passed in as byte views (the kernel only moves bits), so one compiled kernel
 serves float32, float16 and any other dtype. Numba only.
 

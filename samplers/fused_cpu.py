@@ -1,6 +1,6 @@
 """Fused CPU neighbour sampler: multi-hop sampling, relabelling and feature gather in one call.
 
-The SALIENT recipe (ALGORITHMS.md 1.6) in numba: Floyd sampling without replacement,
+The SALIENT recipe (../shared/ALGORITHMS.md 1.6) in numba: Floyd sampling without replacement,
 an open-addressing global->local map reused across hops, and the feature rows of every
 sampled node written straight into a reusable output buffer, with no intermediate
 `index_select`. Knows arrays only: depends on numpy, scipy and numba, never on

@@ -15,7 +15,7 @@ their aggregate row per target; nothing is inserted, relabelled or gathered.
 Why this shape:
 - Deterministic output without atomics on the layout: each target owns the slice
   [block_indptr[t], block_indptr[t+1]) of the hop's pick buffer (prefix-summed counts,
-  ALGORITHMS.md 2.8), and a new node's local id is its rank among first occurrences in
+  ../shared/ALGORITHMS.md 2.8), and a new node's local id is its rank among first occurrences in
   that buffer (an atomicMin of the pick position per hash slot, then a scan). That is
   exactly the CPU sampler's discovery order, and the random streams are the CPU's
   (samplers/rng.py: splitmix64 keyed by (batch seed, hop, target position)), so the GPU

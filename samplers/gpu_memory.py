@@ -36,7 +36,7 @@ def device_table(rows: np.ndarray, device_id: int | None = None):
 
 
 # Zero-copy reads cross PCIe in 128-byte transactions: rows that start on a 128-byte
-# boundary cost the fewest (the lesson of PyTorch-Direct, ALGORITHMS.md 2.8).
+# boundary cost the fewest (the lesson of PyTorch-Direct, ../shared/ALGORITHMS.md 2.8).
 HOST_ROW_ALIGNMENT_BYTES = 128
 
 

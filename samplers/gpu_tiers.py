@@ -12,7 +12,7 @@ decides, for one GPU's view of one machine:
   int64 word per global node, `tier << TIER_SHIFT | row within that tier`, -1 = miss.
 - adjacency: the whole CSR `indices` on the device when it fits the budget; otherwise the
   lists of the hottest vertices are replicated on the device (HyDRA's high-degree
-  replication, ALGORITHMS.md 2.3 (c)) and the rest is read from pinned host memory.
+  replication, ../shared/ALGORITHMS.md 2.3 (c)) and the rest is read from pinned host memory.
   `indptr` is always replicated on the device (small, and every hop reads it).
 
 The tier order (device, host, peers) is the kernel's tier-id order; the fill order

@@ -1,4 +1,4 @@
-"""Import hygiene of gnnsys, samplers and partition (issue #10).
+"""Import hygiene of gnnsys, samplers and partition.
 
 1. `samplers` and `partition` (every submodule) import without torch and without gnnsys:
    they know arrays, not trainers.

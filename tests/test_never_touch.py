@@ -1,4 +1,4 @@
-"""gnnsys never deletes or overwrites a file it did not create (issue 37): the temp sweep
+"""gnnsys never deletes or overwrites a file it did not create: the temp sweep
 takes only its own dead temporaries, no write goes through a planted symbolic link, a
 refused run leaves the last one as it was, a repeated run moves all of the old one aside,
 and a full disk is an error naming the file, never a silently lost record."""
@@ -152,7 +152,7 @@ def test_a_full_disk_under_the_data_root_names_the_file(tmp_path):
 
 
 def test_every_file_and_folder_gnnsys_writes_follows_the_umask(tmp_path):
-    """One policy (issue 37, item 6): checkpoint, config, metrics (also after a resume),
+    """One policy: checkpoint, config, metrics (also after a resume),
     lock, charts, partitions and the dataset cache all get the modes the user's umask
     gives; nothing is left private (0600 / 0700) because a temp file made it."""
     import stat

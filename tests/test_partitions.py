@@ -157,7 +157,7 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["y", "train_idx", "val_idx", "test_idx", "orig_ids"])
 def test_a_tampered_label_or_split_file_is_caught(tmp_path, name):
     """Every file of a part is in the manifest's checksums, labels and splits included: a
-    same-size edit is refused, naming the file (issue 37, item 7)."""
+    same-size edit is refused, naming the file."""
     from gnnsys.partitions import ensure_partitions
     from partition.format import PartitionError, PartitionSet
     config = from_dict({"cluster": {"workers": 2}, "partition": {"dir": str(tmp_path / "p")},

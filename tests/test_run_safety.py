@@ -1,4 +1,4 @@
-"""A run directory is safe (issue #11): no file runs code, one run owns a directory at a
+"""A run directory is safe: no file runs code, one run owns a directory at a
 time, resume refuses what it cannot honour, a diverging run stops, no torn records."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Every script in scripts/ (issue 32): it imports, its --help works, and it runs end to end
+"""Every script in scripts/: it imports, its --help works, and it runs end to end
 on a tiny graph in seconds, its printed table (or JSON) checked, so a script cannot rot
 unnoticed. `test_every_script_has_an_end_to_end_test` makes a new script bring its test;
 the last section checks details of single scripts (bench_accuracy's table of datasets,

@@ -1,5 +1,5 @@
-"""`run.tensorboard: true` writes the run log's numbers as TensorBoard event files too (issue
-#33): every epoch scalar at step = epoch, the final metrics as final/<key>, the config as
+"""`run.tensorboard: true` writes the run log's numbers as TensorBoard event files too:
+every epoch scalar at step = epoch, the final metrics as final/<key>, the config as
 text; off by default; a missing tensorboard package is one line naming the fix."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Adaptive bit-width assignment (AdaQP, ALGORITHMS.md 4.3.4-4.3.5).
+"""Adaptive bit-width assignment (AdaQP, ../shared/ALGORITHMS.md 4.3.4-4.3.5).
 
 Three parts:
 

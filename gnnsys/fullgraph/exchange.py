@@ -18,7 +18,7 @@ overlap on, the main thread computes the parts that need no remote rows between 
 post and the wait while the backend (gloo's own threads, or NCCL's stream) moves the
 bytes; with it off, it waits right after the post. A communication thread running the
 quantiser (the first design) only competed with the central compute for the same core.
-Dequantising comes after the central compute either way (AdaQP's event order, ALGORITHMS.md
+Dequantising comes after the central compute either way (AdaQP's event order, ../shared/ALGORITHMS.md
 4.8). Tensors live on the exchanger's device; on a GPU every kernel runs on torch's current
 stream (ordered after NCCL's receive) and AdaQP's separate "marginal" stream is not done here.
 """

@@ -12,7 +12,7 @@ needs to run message passing on its share of the graph:
   columns), with edge weights from *global* degrees so that partition-local aggregation
   equals full-graph aggregation (GCN: 1/sqrt(d_out(u) d_in(v)) with self-loops; SAGE:
   mean over in-neighbours);
-- forward aggregation scores beta_u of each sent row (ALGORITHMS.md 4.3.4).
+- forward aggregation scores beta_u of each sent row (../shared/ALGORITHMS.md 4.3.4).
 
 Every worker holds the whole graph and derives its own plan, so index lists agree
 across workers without being exchanged. Depends on numpy/scipy/torch and gnnsys.graph.

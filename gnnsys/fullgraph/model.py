@@ -1,6 +1,6 @@
 """GCN and GraphSAGE whose layers aggregate over a partition with halo exchange.
 
-Each layer aggregates, then transforms (AdaQP order, ALGORITHMS.md 4.3.2), so the
+Each layer aggregates, then transforms (AdaQP order, ../shared/ALGORITHMS.md 4.3.2), so the
 messages of layer l have that layer's input width:
 
     GCN:  out = (A_hat H) W + b

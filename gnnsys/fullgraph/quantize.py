@@ -9,7 +9,7 @@ delta = (M - m) / (2^b - 1):
 
 Unbiasedness needs the receiver's (m, delta) to be exactly the quantiser's, so the
 quantiser rounds them to bfloat16 first, m downwards and delta upwards, so that the
-bf16 grid still covers [m, M] (ALGORITHMS.md 4.8: bf16 rounding bias, clamping,
+bf16 grid still covers [m, M] (../shared/ALGORITHMS.md 4.8: bf16 rounding bias, clamping,
 constant rows, padding). Packing puts 8/b consecutive rows of one column into a byte.
 
 Nothing here knows about graphs or communication; all functions are vectorised. This

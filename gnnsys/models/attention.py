@@ -1,9 +1,10 @@
-"""GAT's attention-weighted sum on the CPU without a message per edge (issue 34).
+"""GAT's attention-weighted sum on the CPU without a message per edge.
 
 PyG's `GATConv` writes `alpha * x_j` for every edge and head (on synthetic-products the
 first layer's 882k edges and self loops x 256 columns, 0.9 GB, kept for the backward)
-and sums them with a scatter; its products-scale epoch ran at 1.1x DGL's, whose GAT
-fuses the sum into sparse kernels. Here the sum is one pass over the block's CSR rows
+and sums them with a scatter; its products-scale epoch barely kept up with DGL's, whose
+GAT fuses the sum into sparse kernels (BENCHMARKS.md, "GAT and GCN over CSR rows").
+Here the sum is one pass over the block's CSR rows
 (numba, parallel over targets) and the backward is the two products it needs: the
 attention weights' gradient (a dot product per edge and head) and the sources' gradient
 (the same sum over the transposed rows). Only the logits and weights exist per edge

@@ -1,12 +1,12 @@
 """Dropout whose mask comes from a counter-based hash in a parallel numba kernel (CPU).
 
-torch's CPU dropout draws one Mersenne-twister Bernoulli per element: on the 2-core dev
-machine 717 ms for the first hidden layer of a products-scale SAGE step (147k x 256),
-37% of the whole step (torch.profiler, issue 34). Here one splitmix64 hash of
+torch's CPU dropout draws one Mersenne-twister Bernoulli per element: for the first hidden
+layer of a products-scale SAGE step (147k x 256) over a third of the whole step on a
+small CPU (BENCHMARKS.md, "Where a products-scale SAGE step goes"). Here one splitmix64 hash of
 (seed, element group) gives 16 random bits to each of 4 elements, and the mask is a
 function of the seed alone (any thread count gives the same one). p is rounded to a
-multiple of 1/65536. The kernel is branch-free over the data (about 20 ms for that layer
-on the 2 cores, issue 34's second pass; it was 113 ms with a branch per element). A
+multiple of 1/65536. The kernel is branch-free over the data (a branch per element made
+it several times slower: BENCHMARKS.md, "A whole products epoch against DGL 2.1"). A
 dropped element is x * 0, as in torch's dropout (0, or NaN where x is not finite).
 
 `relu_dropout` is ReLU and dropout in the same pass (a hidden layer's activation): one read

@@ -2,7 +2,7 @@
 negative destinations and sampled temporal neighbours, and the vertex ids it must fetch.
 
 Preparation touches only the replicated event stream and T-CSR, never memory, so it can
-run ahead of training in a background thread (`gnnsys.minibatch.loader.prefetched`) without breaking the rule that
+run ahead of training in a background thread (`gnnsys.prefetch.prefetched`) without breaking the rule that
 batch t+1 reads memory only after batch t has written it back.
 """
 from __future__ import annotations

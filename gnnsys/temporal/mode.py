@@ -36,9 +36,8 @@ from .models import ARCHS, build_model, dropout_draw_shape, row_layout
 
 
 # Training a worker's batch of fewer than ~800 events, waking a second OpenMP thread for each
-# of its small ops costs more than it saves (`bench_temporal_step.py --compare threads`,
-# wikipedia, 2 threads, ms per batch on 1 torch thread against 2: 200 events 21.4 against
-# 33.5, 700 events 57.4 against 59.6, 1,000 events 74.3 against 72.4; BENCHMARKS.md). So
+# of its small ops costs more than it saves (`bench_temporal_step.py --compare threads`;
+# BENCHMARKS.md, "Small temporal batches train on one torch thread"). So
 # small batches train on one torch thread, and the batch planner's thread has the other
 # core. Evaluation (no backward, (2 + negatives) roots per event) keeps every thread.
 # `temporal.train_torch_threads` overrides the rule (other machines cross over elsewhere).

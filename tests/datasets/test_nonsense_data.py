@@ -1,5 +1,5 @@
 """Data that would train on nonsense without a word is refused before training, in one
-line that names the dataset and what is wrong (issue 37: never train on nonsense); a
+line that names the dataset and what is wrong (never train on nonsense); a
 config that would silently train every default or write into the working directory too."""
 import dataclasses
 

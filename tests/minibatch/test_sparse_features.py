@@ -113,7 +113,7 @@ def test_stacked_rows_reads_both_parts_without_stacking(kind):
 def test_fetched_rows_come_back_in_the_order_asked_from_several_owners(kind):
     """3 workers, each asking ids of both peers interleaved (and repeated): the replies,
     grouped by owner on the wire, are put back in the order asked. With one peer a wrong
-    permutation of the owner groups would change nothing (issue 37, item 7)."""
+    permutation of the owner groups would change nothing."""
     x = sparse_graph().x[:60]
     x = x if kind == "csr" else x.toarray()
     book = PartitionBook(np.array([0, 20, 40, 60]))

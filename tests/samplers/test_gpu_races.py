@@ -1,4 +1,4 @@
-"""The GPU sampler's atomics, checked without a GPU (issue 35).
+"""The GPU sampler's atomics, checked without a GPU.
 
 numba's CUDA simulator runs a block's threads one after another, so a kernel whose
 `cuda.atomic.min` or compare-and-swap was replaced by a plain store passes every

@@ -1,6 +1,6 @@
 """The distributed worker's store-backed GPU sampler, in numba's CUDA simulator.
 
-`store_sampler` (gnnsys/distributed/minibatch.py) with sampler.device=cuda builds the GPU
+`store_sampler` (gnnsys/minibatch/loader.py) with sampler.device=cuda builds the GPU
 fused sampler over the FeatureStore's table with the store's tiers: the device holds the
 cached remote rows and the first cache.device_fraction local rows (FeatureStore.hotness),
 pinned host memory the other local rows, and rows no tier holds are misses. Its batch must
