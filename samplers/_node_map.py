@@ -10,7 +10,8 @@ cleared between batches (bumping the generation empties it in O(1)). Looking a n
 is one read at a known address (prefetched KEYS_AHEAD candidates ahead): no hashing,
 no probing, no growth. It costs 8 bytes per node, as much as the CSR's indptr. Against
 the open-addressing hash table sized to the batch that it replaced, the relabel phase of
-`scripts/bench_sampler.py` (phases in sequence, synthetic-products) fell 15.0 -> 9.7 ms.
+`scripts/bench_sampler.py` (phases in sequence, synthetic-products) fell by a third
+(BENCHMARKS.md, "CPU speed: sampler, batch wait, huge pages").
 
 Two ways to relabel a hop, both giving every new node the local id a left-to-right scan
 gives it ("discovery order"), so the choice never changes a batch:
