@@ -8,7 +8,7 @@ outward), with d(v) the row length of v:
     VIP_k(u)   = 1 - prod_{h=1..L} (1 - p^h(u))
 
 Computed in float64 in log space (sum of log1p(-w), then -expm1), the "exact-log"
-variant of `caching/vip.py::vip_analytical`, not the first-order form
+variant of SALIENT++'s `caching/vip.py::vip_analytical`, not the first-order form
 1 - exp(-sum w) that the SALIENT++ training driver uses. One parallel pass over the CSR
 per hop: O(L * E) time, O(N) extra memory. -1 fanouts (take all) use min(1, .) = 1.
 
