@@ -20,6 +20,8 @@ CODE = sorted(p for d in ("gnnsys", "samplers", "partition", "tests")
 # a work-log number after "issue" or "session", also with "#" or a line break between
 WORK_LOG = re.compile(r"\b(issues?|sessions?)[\s#-]*(?:\n\s*#?\s*)?#?\d", re.IGNORECASE)
 DATE = re.compile(r"\b20\d\d-[01]\d-[0-3]\d\b")
+# a figure tied to the one machine it was measured on
+MACHINE = re.compile(r"\b(dev (machine|VM|box)|\d+-core|on the \d+ cores)\b", re.IGNORECASE)
 MAX_ROWS, MAX_CELL = 30, 200
 
 
@@ -113,7 +115,8 @@ def test_section_names_quoted_from_benchmarks_exist():
 @pytest.mark.parametrize("path", CODE, ids=lambda p: str(p.relative_to(REPO)))
 def test_code_docs_carry_no_work_log_numbers_or_dates(path):
     for line, text in docs_text(path):
-        for pattern, what in ((WORK_LOG, "an issue or session number"), (DATE, "a dated figure")):
+        for pattern, what in ((WORK_LOG, "an issue or session number"), (DATE, "a dated figure"),
+                              (MACHINE, "a figure of one machine")):
             match = pattern.search(text)
             assert match is None, (f"{path.relative_to(REPO)}:{line}: {what} ({match.group(0)!r}): "
                                    "keep the why, put the figure in BENCHMARKS.md and name its section")
