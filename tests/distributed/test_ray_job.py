@@ -37,7 +37,7 @@ def free_ports(count: int) -> list[int]:
 @pytest.fixture(scope="module")
 def ray_head():
     """A Ray head with a dashboard; yields the job-submission address. One for the module:
-    a head takes ~15 s to start on 2 cores, and no test changes it."""
+    a head takes many seconds to start, and no test changes it."""
     # Short temp path: Ray's unix sockets live under it and have a length limit.
     temp = Path(tempfile.mkdtemp(prefix="gnsrj", dir="/tmp"))
     ports = dict(zip(PORT_FLAGS, free_ports(len(PORT_FLAGS))))
