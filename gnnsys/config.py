@@ -42,7 +42,7 @@ def setting(default=None, range: str | None = None, *, factory=None, resumable: 
 class DatasetConfig:
     name: str | None = None              # a datasets.yaml entry (`gnnsys datasets` lists them); default synthetic-small
     path: str | None = None              # instead of name: your own bundle, .npz or .npy directory (docs/DATA.md)
-    task: str | None = None              # node_classification | link_prediction; default: the mode's
+    task: str | None = None              # node | link (older: node_classification | link_prediction); default: the mode's
     # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
     root: str | None = setting(None, resumable=True)
     split: int = setting(0, ">= 0")      # which standard split, for multi-split datasets
@@ -336,10 +336,13 @@ def validate(cfg: Config) -> Config:
                               f"{', '.join(map(str, values))}")
     mode = mode_class(cfg.mode)
     mode.check_config(cfg)
-    if cfg.dataset.task not in (None, mode.task):
+    from .datasets.registry import task_and_kind
+    if cfg.dataset.task is not None and task_and_kind(cfg.dataset.task) != (mode.task,
+                                                                            mode.data_kind):
         raise ConfigError(f"config key 'dataset.task' is {cfg.dataset.task!r} but mode "
-                          f"'{cfg.mode}' trains {mode.task} (mode temporal: link_prediction)")
-    if cfg.dataset.path:       # the task decides how the file is read
+                          f"'{cfg.mode}' trains {mode.task} prediction on {mode.data_kind} "
+                          "data; drop dataset.task or pick a mode of that task")
+    if cfg.dataset.path and cfg.dataset.task is None:   # saved with the run: how it was read
         cfg.dataset.task = mode.task
     for key, f in fields().items():
         rule, value = f.metadata.get("range"), attrgetter(key)(cfg)

@@ -33,7 +33,8 @@ class Mode:
     """One training mode on one rank. Subclasses set the class attributes and implement
     build_model, train_batches, predict and score; the rest have working defaults."""
 
-    task: str = "node_classification"      # what the dataset must hold (or link_prediction)
+    task: str = "node"                     # what it predicts: node (a class) | link
+    data_kind: str = "static"              # the graph it trains on: static | temporal
     metric: str                            # acc | auc | ap: val_<metric> selects the best epoch
     grad_op: str = "mean"                  # gradients all-reduce by mean or sum over ranks
     collectives_in_backward: bool = False  # backward runs collectives of its own (full-graph's
@@ -91,6 +92,17 @@ class Mode:
     def score(self, split: str, outputs: dict) -> dict:
         """The metrics of one split from every rank's outputs, e.g. {'val_acc': 0.8}."""
         raise NotImplementedError
+
+    def score_queries(self, src, dst, t) -> dict:
+        """Link modes: this rank's share of the logits of query events src -> dst at
+        dataset times t (node rows; `RunResult.predict(queries=...)`), as
+        {"query": index into the queries, "score"}; the caller gathers every rank's."""
+        raise NotImplementedError(f"{type(self).__name__} scores no query events")
+
+    def embed_nodes(self, nodes, t: float) -> dict:
+        """Temporal modes: this rank's share of the vectors of node rows `nodes` as of
+        dataset time `t` (`RunResult.embeddings(at=...)`), as {"query", "embedding"}."""
+        raise NotImplementedError(f"{type(self).__name__} embeds no nodes as of a time")
 
     def final_metrics(self) -> dict:
         """Anything else the final record should hold (after the final splits are scored)."""
