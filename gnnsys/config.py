@@ -25,6 +25,7 @@ import yaml
 from .errors import ConfigError, OverrideError
 from .yaml_numbers import read_yaml
 from .mode import MODES, mode_class
+from .mode_choices import MODE_CHOICES
 
 
 def setting(default=None, range: str | None = None, *, factory=None, resumable: bool = False):
@@ -215,32 +216,26 @@ class Config:
 
 def _choices() -> dict:
     """Key -> allowed values of every fixed-set key, read from the module that dispatches
-    on them (imported here: they load torch, and gnnsys/__init__ imports this). What one
-    mode supports of these is its own check (Mode.check_config)."""
+    on them (imported here: they load torch, and gnnsys/__init__ imports this), or for a
+    key a mode's package dispatches on, from `mode_choices` (no mode package is loaded to
+    check a config). What one mode supports of these is its own check (Mode.check_config)."""
     from partition import build, temporal as ownership
     from samplers import fused_gpu, temporal as neighbours
 
     from . import precision
     from .datasets import for_run
     from .distributed import comm, launcher
-    from .fullgraph import assign, quantize
-    from .minibatch.store import policy
     from .models import norm
-    from .temporal import batch as temporal_batch, exchange
-    return {"model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+    return {**MODE_CHOICES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
             "train.precision": precision.PRECISIONS,
             "dataset.normalize_features": for_run.NORMALIZATIONS,
             "dataset.feature_dtype": for_run.FEATURE_DTYPES,
             "cluster.backend": comm.BACKENDS, "cluster.launcher": launcher.LAUNCHERS,
             "partition.method": build.METHODS,
-            "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
             "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
             "temporal.ownership": ownership.OWNERSHIPS,
-            "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES,
-            "temporal.train_negative_strategy": temporal_batch.TRAIN_NEGATIVE_STRATEGIES,
-            "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
-            "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
+            "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES}
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -366,16 +361,6 @@ def validate(cfg: Config) -> Config:
                               f"cluster on this machine ({os.cpu_count()} cores) runs one "
                               f"process per worker (~250 MB each); use at most {most}, "
                               "cluster.launcher: threads, or a real cluster (cluster.address)")
-    if cfg.mode == "fullgraph" and c.launcher == "threads" and c.workers > 1 \
-            and cfg.train.device != "cpu":
-        import torch
-        if cfg.train.device == "cuda" or torch.cuda.is_available():
-            # Found on an H200: torch runs the backward passes of every thread's model on
-            # one CUDA thread per device, and the first worker there to wait for its
-            # peers' boundary gradients blocks the others for good.
-            raise ConfigError("full-graph mode with cluster.workers > 1 on a GPU needs a "
-                              "process per worker: set cluster.launcher: ray (or "
-                              "train.device: cpu for the threads launcher)")
     if cfg.cluster.workers == 1:               # it runs here: know it now
         import numba
         if (s.threads or 0) > numba.config.NUMBA_NUM_THREADS:
@@ -392,11 +377,11 @@ def validate(cfg: Config) -> Config:
             raise ConfigError("config key 'train.device' is 'cuda' but torch sees no CUDA GPU "
                               f"(torch {torch.__version__}); use 'auto' or 'cpu', or install "
                               "a CUDA build of torch")
-    from .fullgraph.quantize import SUPPORTED_BITS
+    widths = MODE_CHOICES["fullgraph.quantization.uniform_bits"]
     bits = cfg.fullgraph.quantization.bits
-    if not bits or any(b not in SUPPORTED_BITS for b in bits):
+    if not bits or any(b not in widths for b in bits):
         raise ConfigError(f"config key 'fullgraph.quantization.bits' is {bits!r}; "
-                          f"allowed values: {', '.join(map(str, SUPPORTED_BITS))}")
+                          f"allowed values: {', '.join(map(str, widths))}")
     return cfg
 
 
