@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 from ..mode import NodeClassificationMode
+from ..partitions import ASSIGNMENT_SETTINGS
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from ..step_memory import check_step_fits, shapes_only
 from .assign import AdaptiveAssigner, profile_links, profile_range
@@ -67,6 +68,7 @@ class FullGraphMode(NodeClassificationMode):
     supports = {"model.arch": ARCHS, "model.norm": NORMS, "model.residual": (False,),
                 "train.compile": (False,), "dataset.feature_dtype": ("float32",),
                 "train.precision": ("fp32",)}
+    partition_keys = ASSIGNMENT_SETTINGS     # it reads the vertex -> part assignment only
     # phase times are each rank's own: the slowest rank's is the epoch's
     reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
                   "bytes_sent": "sum", "bytes_by_bits": "sum",
