@@ -25,9 +25,9 @@ def load_run_graph(config, graph=None):
     (static) feature-normalised."""
     from ..mode import mode_class
     d, kind = config.dataset, mode_class(config.mode).data_kind
-    if graph is None:
+    if graph is None:       # a path's file is read as the mode's kind; a named one is checked below
         graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None,
-                             path=d.path, task=d.task, kind=kind)
+                             path=d.path, task=d.task, kind=kind if d.path else None)
     if kind == "temporal":
         if graph.kind != "temporal":
             raise DatasetError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
