@@ -158,6 +158,12 @@ class NodeClassificationMode(Mode):
         that many layers instead (node embeddings, `RunResult.embeddings`)."""
         raise NotImplementedError
 
+    def predict_rows(self, rows, layers: int | None = None) -> dict | None:
+        """One worker: as `predict`, for dataset rows `rows` alone, in their order
+        ({"rows", "logits", "labels"}), inferred over their neighbourhood; None where the
+        mode cannot (then every node is inferred and the rows picked)."""
+        return None
+
     def score(self, split: str, outputs: dict) -> dict:
         return {f"{split}_{self.metric}": evaluate(self.dataset_metric, outputs["logits"],
                                                    outputs["labels"])}

@@ -480,8 +480,9 @@ def _predict_worker(ctx, config, state, split, layers, rows, *prepared) -> dict:
     alone ({"rows", "logits", "labels"})."""
     from .training import gather_outputs
     mode = restored_mode(ctx, config, state, *prepared)
-    if rows is not None and ctx.world_size == 1 and hasattr(mode, "predict_rows"):
-        return mode.predict_rows(rows, layers)
+    if rows is not None and ctx.world_size == 1 and \
+            (got := mode.predict_rows(rows, layers)) is not None:
+        return got
     return gather_outputs(ctx.comm, mode.predict((split,), layers))[split]
 
 

@@ -255,6 +255,22 @@ def test_only_the_temporal_package_decides_by_link_prediction_or_src():
     assert not offenders, "decide by the data kind instead:\n" + "\n".join(offenders)
 
 
+# What a mode answers is a declared method of `Mode` (a default where a mode may not):
+# never a name looked up on the mode by string.
+LOOKS_UP_THE_MODE = re.compile(r"""\b(?:has|get)attr\(\s*(?:self\.)?mode\s*,""")
+
+
+def test_no_mode_method_is_looked_up_by_name():
+    offenders = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+                 for package in PACKAGES + ("scripts",)
+                 for path in sorted((ROOT / package).rglob("*.py"))
+                 for number, line in enumerate(path.read_text().splitlines(), 1)
+                 if LOOKS_UP_THE_MODE.search(line)]
+    assert not offenders, "declare the method on gnnsys.mode.Mode:\n" + "\n".join(offenders)
+    assert LOOKS_UP_THE_MODE.search('getattr(mode, method)(*args)')
+    assert LOOKS_UP_THE_MODE.search('hasattr(mode, "predict_rows")')
+
+
 def test_the_task_name_rule_catches_what_it_names():
     assert DECIDES_BY_TASK_NAME.search('if task == "link_prediction":')
     assert DECIDES_BY_TASK_NAME.search("temporal = hasattr(graph, 'src')")
