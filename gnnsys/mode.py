@@ -50,6 +50,9 @@ class Mode:
     # disk are built by, a stale one refused naming the first changed; None: it reads none
     partition_keys: tuple | None = None
     reductions: dict = {}                  # epoch_stats() key -> one of REDUCTIONS
+    # `gnnsys report`'s charts of those keys: file stem -> (title, y label, keys), drawn
+    # beside the loop's (report.CHARTS); "name.*" draws each entry of the mapping `name`
+    charts: dict = {}
     # bumped when a change makes this mode's older snapshots load differently, or a run
     # resumed across it train its later epochs otherwise than its first; every snapshot
     # carries it (`stamped`), one from before snapshots did counts as 1

@@ -2,8 +2,8 @@
 
 The format is docs/DATA.md: the entry's data `kind` decides how it is read, a static bundle
 (a `Graph`: CSR, float32 features (dense, or CSR as the bundle stores them), int64 labels,
-one split) or a temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory of .npy files,
-one per array. Registry files are looked up, in order, under <data root>/bundles/,
+one split) or a temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory
+of .npy files, one per array. Registry files are looked up, in order, under <data root>/bundles/,
 $GNNSYS_SHARED_DATA/ and the `shared/data` directory beside the repository checkout.
 """
 from __future__ import annotations

@@ -73,6 +73,10 @@ class FullGraphMode(NodeClassificationMode):
     reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
                   "bytes_sent": "sum", "bytes_by_bits": "sum",
                   **{key: "max" for key, _ in TIME_KEYS}, "time_epoch": "max"}
+    charts = {"message_bytes": ("message bytes by bit width", "bytes",
+                                ["bytes_sent", "bytes_by_bits.*"]),
+              "phase_time": ("seconds per epoch by phase (the slowest rank's)", "seconds",
+                             [key for key, _ in TIME_KEYS])}
 
     @classmethod
     def check_config(cls, config) -> None:

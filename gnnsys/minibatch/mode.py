@@ -41,6 +41,7 @@ class MinibatchMode(NodeClassificationMode):
     reductions = {"batch_wait_s": "max", "fetch_s": "max", "local_rows": "sum",
                   "cache_hits": "sum", "remote_rows": "sum", "rows_served": "sum",
                   "remote_feature_bytes": "sum", "batches": "sum"}
+    charts = {"feature_rows": ("feature rows", "rows", ["remote_rows", "cache_hits", "local_rows"])}
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -64,6 +64,8 @@ class TemporalMode(Mode):
                   "bytes_naive": "sum", "occurrences": "sum", "unique": "sum",
                   "exchange_s": "max", "train_s": "max",
                   "events_per_s": "sum"}       # each rank's share of the events, per second
+    charts = {"exchange_rows": ("exchange rows", "rows", ["rows_naive", "rows_sent"]),
+              "exchange_bytes": ("exchange bytes", "bytes", ["bytes_naive", "bytes_sent"])}
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
