@@ -16,9 +16,18 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from .config import Config, ConfigError, load_config  # noqa: E402
 from .graph import Graph  # noqa: E402
-from .minibatch.batch import Block, MiniBatch  # noqa: E402
 from .result import RunResult, load_run  # noqa: E402
 from .trainer import Trainer  # noqa: E402
+
+
+def __getattr__(name):
+    # The minibatch mode's batch types load with that mode's package, on first use:
+    # importing gnnsys (or gnnsys.config) loads no mode.
+    if name in ("Block", "MiniBatch"):
+        from .minibatch import batch
+        return getattr(batch, name)
+    raise AttributeError(f"module 'gnnsys' has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 __all__ = ["Config", "ConfigError", "Graph", "Block", "MiniBatch", "RunResult", "Trainer",

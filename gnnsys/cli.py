@@ -66,10 +66,10 @@ def _datasets(args) -> int:
     from .datasets import list_datasets
     rows = list_datasets(args.root)
     width = max(len(r.name) for r in rows)
-    print(f"{'name':<{width}}  {'source':<9} {'task':<20} {'local':<5}  description")
+    print(f"{'name':<{width}}  {'source':<9} {'task':<4} {'kind':<8} {'local':<5}  description")
     for r in rows:
         mark = "yes" if r.available else "-"
-        print(f"{r.name:<{width}}  {r.source:<9} {r.task:<20} {mark:<5}  {r.description}")
+        print(f"{r.name:<{width}}  {r.source:<9} {r.task:<4} {r.kind:<8} {mark:<5}  {r.description}")
     return 0
 
 

@@ -25,6 +25,7 @@ import yaml
 from .errors import ConfigError, OverrideError
 from .yaml_numbers import read_yaml
 from .mode import MODES, mode_class
+from .mode_choices import MODE_CHOICES
 
 
 def setting(default=None, range: str | None = None, *, factory=None, resumable: bool = False):
@@ -42,7 +43,7 @@ def setting(default=None, range: str | None = None, *, factory=None, resumable: 
 class DatasetConfig:
     name: str | None = None              # a datasets.yaml entry (`gnnsys datasets` lists them); default synthetic-small
     path: str | None = None              # instead of name: your own bundle, .npz or .npy directory (docs/DATA.md)
-    task: str | None = None              # node_classification | link_prediction; default: the mode's
+    task: str | None = None              # node | link (older: node_classification | link_prediction); default: the mode's
     # data directory; default $GNNSYS_DATA or ~/.cache/gnnsys
     root: str | None = setting(None, resumable=True)
     split: int = setting(0, ">= 0")      # which standard split, for multi-split datasets
@@ -215,32 +216,26 @@ class Config:
 
 def _choices() -> dict:
     """Key -> allowed values of every fixed-set key, read from the module that dispatches
-    on them (imported here: they load torch, and gnnsys/__init__ imports this). What one
-    mode supports of these is its own check (Mode.check_config)."""
+    on them (imported here: they load torch, and gnnsys/__init__ imports this), or for a
+    key a mode's package dispatches on, from `mode_choices` (no mode package is loaded to
+    check a config). What one mode supports of these is its own check (Mode.check_config)."""
     from partition import build, temporal as ownership
     from samplers import fused_gpu, temporal as neighbours
 
     from . import precision
     from .datasets import for_run
     from .distributed import comm, launcher
-    from .fullgraph import assign, quantize
-    from .minibatch.store import policy
     from .models import norm
-    from .temporal import batch as temporal_batch, exchange
-    return {"model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+    return {**MODE_CHOICES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
             "train.precision": precision.PRECISIONS,
             "dataset.normalize_features": for_run.NORMALIZATIONS,
             "dataset.feature_dtype": for_run.FEATURE_DTYPES,
             "cluster.backend": comm.BACKENDS, "cluster.launcher": launcher.LAUNCHERS,
             "partition.method": build.METHODS,
-            "cache.policy": policy.POLICIES, "temporal.exchange": exchange.EXCHANGES,
             "temporal.neighbor_strategy": neighbours.NEIGHBOR_STRATEGIES,
             "temporal.ownership": ownership.OWNERSHIPS,
-            "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES,
-            "temporal.train_negative_strategy": temporal_batch.TRAIN_NEGATIVE_STRATEGIES,
-            "fullgraph.quantization.mode": assign.QUANTIZATION_MODES,
-            "fullgraph.quantization.uniform_bits": quantize.SUPPORTED_BITS}
+            "temporal.eval_negative_strategy": neighbours.NEGATIVE_STRATEGIES}
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -336,10 +331,13 @@ def validate(cfg: Config) -> Config:
                               f"{', '.join(map(str, values))}")
     mode = mode_class(cfg.mode)
     mode.check_config(cfg)
-    if cfg.dataset.task not in (None, mode.task):
+    from .datasets.registry import task_and_kind
+    if cfg.dataset.task is not None and task_and_kind(cfg.dataset.task) != (mode.task,
+                                                                            mode.data_kind):
         raise ConfigError(f"config key 'dataset.task' is {cfg.dataset.task!r} but mode "
-                          f"'{cfg.mode}' trains {mode.task} (mode temporal: link_prediction)")
-    if cfg.dataset.path:       # the task decides how the file is read
+                          f"'{cfg.mode}' trains {mode.task} prediction on {mode.data_kind} "
+                          "data; drop dataset.task or pick a mode of that task")
+    if cfg.dataset.path and cfg.dataset.task is None:   # saved with the run: how it was read
         cfg.dataset.task = mode.task
     for key, f in fields().items():
         rule, value = f.metadata.get("range"), attrgetter(key)(cfg)
@@ -363,16 +361,6 @@ def validate(cfg: Config) -> Config:
                               f"cluster on this machine ({os.cpu_count()} cores) runs one "
                               f"process per worker (~250 MB each); use at most {most}, "
                               "cluster.launcher: threads, or a real cluster (cluster.address)")
-    if cfg.mode == "fullgraph" and c.launcher == "threads" and c.workers > 1 \
-            and cfg.train.device != "cpu":
-        import torch
-        if cfg.train.device == "cuda" or torch.cuda.is_available():
-            # Found on an H200: torch runs the backward passes of every thread's model on
-            # one CUDA thread per device, and the first worker there to wait for its
-            # peers' boundary gradients blocks the others for good.
-            raise ConfigError("full-graph mode with cluster.workers > 1 on a GPU needs a "
-                              "process per worker: set cluster.launcher: ray (or "
-                              "train.device: cpu for the threads launcher)")
     if cfg.cluster.workers == 1:               # it runs here: know it now
         import numba
         if (s.threads or 0) > numba.config.NUMBA_NUM_THREADS:
@@ -389,11 +377,11 @@ def validate(cfg: Config) -> Config:
             raise ConfigError("config key 'train.device' is 'cuda' but torch sees no CUDA GPU "
                               f"(torch {torch.__version__}); use 'auto' or 'cpu', or install "
                               "a CUDA build of torch")
-    from .fullgraph.quantize import SUPPORTED_BITS
+    widths = MODE_CHOICES["fullgraph.quantization.uniform_bits"]
     bits = cfg.fullgraph.quantization.bits
-    if not bits or any(b not in SUPPORTED_BITS for b in bits):
+    if not bits or any(b not in widths for b in bits):
         raise ConfigError(f"config key 'fullgraph.quantization.bits' is {bits!r}; "
-                          f"allowed values: {', '.join(map(str, SUPPORTED_BITS))}")
+                          f"allowed values: {', '.join(map(str, widths))}")
     return cfg
 
 

@@ -14,6 +14,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,6 +47,7 @@ class Graph:
     # Task metric: "accuracy" for multi-class, "roc_auc" for binary tasks reported that way.
     metric: str = "accuracy"
     meta: dict = field(default_factory=dict)
+    kind: ClassVar[str] = "static"      # the data kind (gnnsys.datasets.registry.KINDS)
 
     def __post_init__(self):
         self.indptr = np.asarray(self.indptr)

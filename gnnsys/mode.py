@@ -33,7 +33,8 @@ class Mode:
     """One training mode on one rank. Subclasses set the class attributes and implement
     build_model, train_batches, predict and score; the rest have working defaults."""
 
-    task: str = "node_classification"      # what the dataset must hold (or link_prediction)
+    task: str = "node"                     # what it predicts: node (a class) | link
+    data_kind: str = "static"              # the graph it trains on: static | temporal
     metric: str                            # acc | auc | ap: val_<metric> selects the best epoch
     grad_op: str = "mean"                  # gradients all-reduce by mean or sum over ranks
     collectives_in_backward: bool = False  # backward runs collectives of its own (full-graph's
@@ -45,7 +46,13 @@ class Mode:
     eval_splits: tuple = ("val",)          # scored after each epoch that evaluates
     final_splits: tuple = ("train", "val", "test")   # scored for the selected model
     supports: dict = {}                    # config key -> the values this mode trains with
+    # the settings (gnnsys.partitions.partition_settings keys) the partitions it reads from
+    # disk are built by, a stale one refused naming the first changed; None: it reads none
+    partition_keys: tuple | None = None
     reductions: dict = {}                  # epoch_stats() key -> one of REDUCTIONS
+    # `gnnsys report`'s charts of those keys: file stem -> (title, y label, keys), drawn
+    # beside the loop's (report.CHARTS); "name.*" draws each entry of the mapping `name`
+    charts: dict = {}
     # bumped when a change makes this mode's older snapshots load differently, or a run
     # resumed across it train its later epochs otherwise than its first; every snapshot
     # carries it (`stamped`), one from before snapshots did counts as 1
@@ -91,6 +98,17 @@ class Mode:
     def score(self, split: str, outputs: dict) -> dict:
         """The metrics of one split from every rank's outputs, e.g. {'val_acc': 0.8}."""
         raise NotImplementedError
+
+    def score_queries(self, src, dst, t) -> dict:
+        """Link modes: this rank's share of the logits of query events src -> dst at
+        dataset times t (node rows; `RunResult.predict(queries=...)`), as
+        {"query": index into the queries, "score"}; the caller gathers every rank's."""
+        raise NotImplementedError(f"{type(self).__name__} scores no query events")
+
+    def embed_nodes(self, nodes, t: float) -> dict:
+        """Temporal modes: this rank's share of the vectors of node rows `nodes` as of
+        dataset time `t` (`RunResult.embeddings(at=...)`), as {"query", "embedding"}."""
+        raise NotImplementedError(f"{type(self).__name__} embeds no nodes as of a time")
 
     def final_metrics(self) -> dict:
         """Anything else the final record should hold (after the final splits are scored)."""
@@ -142,6 +160,12 @@ class NodeClassificationMode(Mode):
         """As `Mode.predict`; `layers`: "logits" holds the output of the model's first
         that many layers instead (node embeddings, `RunResult.embeddings`)."""
         raise NotImplementedError
+
+    def predict_rows(self, rows, layers: int | None = None) -> dict | None:
+        """One worker: as `predict`, for dataset rows `rows` alone, in their order
+        ({"rows", "logits", "labels"}), inferred over their neighbourhood; None where the
+        mode cannot (then every node is inferred and the rows picked)."""
+        return None
 
     def score(self, split: str, outputs: dict) -> dict:
         return {f"{split}_{self.metric}": evaluate(self.dataset_metric, outputs["logits"],

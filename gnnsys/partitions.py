@@ -19,9 +19,14 @@ from partition.build import build_partitions
 from partition.format import PartitionError, PartitionSet, StalePartitions, graph_fingerprint
 
 # What the vertex -> part assignment depends on; the VIP row order inside each part also
-# depends on the sampler, the stored features on their normalisation and dtype.
+# depends on the sampler, the stored features on their normalisation and dtype. A mode
+# names those its partitions are read by (`Mode.partition_keys`).
 ASSIGNMENT_SETTINGS = ("dataset.name", "dataset.split", "dataset.files", "dataset.params",
                        "partition.method", "partition.num_parts", "partition.seed")
+ALL_SETTINGS = ("dataset.name", "dataset.split", "dataset.files", "dataset.params",
+                "partition.seed", "dataset.normalize_features", "dataset.feature_dtype",
+                "partition.method", "partition.num_parts", "sampler.fanouts",
+                "sampler.batch_size")
 FIX = "`gnnsys partition --config <run.yaml> --force`"
 
 
@@ -56,11 +61,10 @@ def partition_settings(config) -> dict:
 
 
 def _settings_read_by(config) -> dict:
-    settings = partition_settings(config)
-    if config.mode == "minibatch":
-        return settings
-    if config.mode == "fullgraph":
-        return {name: settings[name] for name in ASSIGNMENT_SETTINGS}
+    from .mode import mode_class
+    settings, keys = partition_settings(config), mode_class(config.mode).partition_keys
+    if keys is not None:
+        return {name: settings[name] for name in keys}
     raise PartitionError(f"mode {config.mode!r} keeps its own vertex ownership; partitions "
                          "on disk are for mode minibatch or fullgraph")
 

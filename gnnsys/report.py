@@ -1,9 +1,10 @@
 """`gnnsys report RUN_DIR`: one PNG line chart per group of keys in its metrics.jsonl.
 
-The table CHARTS says which keys each chart draws; a chart is drawn when any of its keys
-is logged, so every mode's logs work. A chart tied to a mode is drawn only for that mode
-(the run's `start` record names it), since e.g.
-`bytes_sent` counts different traffic in each. Matplotlib's Agg canvas: no display.
+The table CHARTS says which keys each chart of the loop's keys draws, and a mode's
+`Mode.charts` (beside its `reductions`) those of its own keys, drawn only for that mode
+(the run's `start` record names it), since e.g. `bytes_sent` counts different traffic in
+each; a chart is drawn when any of its keys is logged, so every mode's logs work.
+Matplotlib's Agg canvas: no display.
 """
 from __future__ import annotations
 
@@ -13,29 +14,33 @@ from pathlib import Path
 
 from . import runlog
 from .errors import ConfigError
+from .mode import MODES, mode_class
 from .runlog import METRICS, check_output, write_output
 
 METRIC_NAMES = ("acc", "auc", "ap", "mrr")
 NUMBER = (int, float)
-# file stem: (title, y label, mode or None for every mode, keys); "name.*" draws each
-# entry of the mapping `name` (bytes_by_bits: {"2": bytes, ..., "32": bytes})
+# file stem: (title, y label, keys), drawn for every mode; "name.*" draws each entry of
+# the mapping `name` (bytes_by_bits: {"2": bytes, ..., "32": bytes})
 CHARTS = {
-    "loss": ("training loss", "loss", None, ["loss"]),
-    "metrics": ("evaluation", "score", None, [f"val_{m}" for m in METRIC_NAMES] + ["train_acc"]),
-    "time": ("seconds per epoch", "seconds", None,
+    "loss": ("training loss", "loss", ["loss"]),
+    "metrics": ("evaluation", "score", [f"val_{m}" for m in METRIC_NAMES] + ["train_acc"]),
+    "time": ("seconds per epoch", "seconds",
              ["epoch_s", "eval_s", "comm_wait_s", "batch_wait_s", "grad_sync_s",
               "exchange_s"]),
-    "traffic": ("communicator bytes", "bytes", None, ["comm_bytes_sent", "comm_bytes_recv"]),
-    "memory": ("peak memory of the worker processes (summed)", "MB", None, ["peak_rss_mb"]),
-    "feature_rows": ("feature rows", "rows", "minibatch",
-                     ["remote_rows", "cache_hits", "local_rows"]),
-    "exchange_rows": ("exchange rows", "rows", "temporal", ["rows_naive", "rows_sent"]),
-    "exchange_bytes": ("exchange bytes", "bytes", "temporal", ["bytes_naive", "bytes_sent"]),
-    "message_bytes": ("message bytes by bit width", "bytes", "fullgraph",
-                      ["bytes_sent", "bytes_by_bits.*"]),
-    "phase_time": ("seconds per epoch by phase (the slowest rank's)", "seconds", "fullgraph",
-                   [f"time_{p}" for p in ("comm", "quant", "central", "marginal", "wait")]),
+    "traffic": ("communicator bytes", "bytes", ["comm_bytes_sent", "comm_bytes_recv"]),
+    "memory": ("peak memory of the worker processes (summed)", "MB", ["peak_rss_mb"]),
 }
+
+
+def charts_of(mode: str | None) -> dict:
+    """The charts of a run of `mode`: CHARTS, then the mode's own (none for a mode this
+    gnnsys does not know, or a log that names none)."""
+    return {**CHARTS, **(mode_class(mode).charts if mode in MODES else {})}
+
+
+def chart_stems() -> list[str]:
+    """Every chart's file stem, any mode's: what an earlier run's report may have left."""
+    return list(CHARTS) + [stem for name in MODES for stem in mode_class(name).charts]
 
 
 def _lines(epochs: list[dict], key: str) -> list[tuple[str, list]]:
@@ -86,13 +91,13 @@ def make_report(run_dir: str | os.PathLike, out_dir: str | os.PathLike | None = 
     heading = run_dir.name + (f" ({mode})" if mode else "")
     final = ", ".join(f"{k} {v:.4f}" for k, v in (runlog.final(records) or {}).items()
                       if k[5:] in METRIC_NAMES and k[:5] == "test_" and v is not None)
-    charts = [Path(out_dir or run_dir) / f"{stem}.png" for stem in CHARTS]
-    for chart in charts:
-        check_output(chart)              # before any chart is drawn
+    charts = charts_of(mode)
+    for stem in charts:
+        check_output(Path(out_dir or run_dir) / f"{stem}.png")   # before any chart is drawn
     written = []
-    for stem, (title, ylabel, chart_mode, keys) in CHARTS.items():
+    for stem, (title, ylabel, keys) in charts.items():
         lines = [line for key in keys for line in _lines(epochs, key)]
-        if lines and chart_mode in (None, mode):
+        if lines:
             note = f"\nfinal: {final}" if stem == "metrics" and final else ""
             written.append(Path(out_dir or run_dir) / f"{stem}.png")
             _draw(written[-1], f"{title}: {heading}{note}", ylabel, lines)

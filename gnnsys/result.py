@@ -61,7 +61,7 @@ class RunResult(dict):
             raise PredictError(f"split {split!r}: use all, train, val or test")
         if out is not None:
             table_format(out, self.needed_files())   # a bad --out fails before any inference
-        temporal = mode_class(self.config.mode).task == "link_prediction"
+        temporal = mode_class(self.config.mode).data_kind == "temporal"
         if temporal != (queries is not None):
             raise PredictError("a temporal run predicts query events: give queries (gnnsys "
                                "predict --queries FILE, columns src, dst, t; docs/DATA.md)"
@@ -82,7 +82,7 @@ class RunResult(dict):
         `nodes`', by the same exact inference as `predict`; for a temporal run, the
         vector the link scorer reads of every node (or `nodes`) as of dataset time `at`."""
         from .mode import mode_class
-        temporal = mode_class(self.config.mode).task == "link_prediction"
+        temporal = mode_class(self.config.mode).data_kind == "temporal"
         if temporal != (at is not None) or temporal == (layer is not None):
             raise PredictError("a temporal run embeds nodes as of a time: give at (gnnsys "
                                "predict --embeddings-at T)" if temporal else "a node run embeds "
@@ -108,7 +108,7 @@ class RunResult(dict):
         rows = np.arange(events.num_nodes) if nodes is None else \
             node_rows(np.asarray(nodes).reshape(-1), ids, events.num_nodes)
         _check_times(np.array([at]), events, "embeddings time")
-        got = self._run_queries(config, prepared, "embed_nodes", (rows, at))
+        got = self._run_queries(config, prepared, _embed_worker, (rows, at))
         return {"node_id": rows if ids is None else ids[rows], "embedding": got["embedding"]}
 
     def _prepared(self, workers, graph=None):
@@ -125,7 +125,8 @@ class RunResult(dict):
         cls = mode_class(config.mode)
         d = config.dataset
         ids = getattr(self._graph, "node_ids", None) if self._graph is not None else \
-            dataset_node_ids(d.name, root=d.root, path=d.path, task=cls.task)
+            dataset_node_ids(d.name, root=d.root, path=d.path, task=cls.task,
+                             kind=cls.data_kind)
         return config, cls.prepare(config, graph if graph is not None else self._graph), ids
 
     def _classify(self, split, nodes, workers, layers=None) -> dict:
@@ -164,15 +165,16 @@ class RunResult(dict):
         src, dst = (node_rows(queries[c], ids, events.num_nodes, f"queries' {c}")
                     for c in ("src", "dst"))
         _check_times(queries["t"], events)
-        got = self._run_queries(config, prepared, "score_queries", (src, dst, queries["t"]))
+        got = self._run_queries(config, prepared, _score_worker, (src, dst, queries["t"]))
         score = got["score"].astype(np.float32)
         return {**queries, "score": score, "prob": 1 / (1 + np.exp(-score.astype(np.float64)))}
 
-    def _run_queries(self, config, prepared, method: str, args: tuple) -> dict:
-        """`TemporalMode.<method>(*args)` on the run's workers, in the queries' order."""
+    def _run_queries(self, config, prepared, worker, args: tuple) -> dict:
+        """`worker` (`_score_worker`, `_embed_worker`) on the run's workers, in the
+        queries' order."""
         from .distributed import launch
         state = best_state(config, self.run_dir, own_data=self._own_data)
-        got = launch(_query_worker, config, state, method, args, *prepared)[0]
+        got = launch(worker, config, state, args, *prepared)[0]
         order = np.argsort(got.pop("query"), kind="stable")
         return {k: v[order] for k, v in got.items()}
 
@@ -224,7 +226,7 @@ def other_dataset(config, overrides):
     if other := next((k for k in keys if not k.startswith("dataset.")), None):
         raise PredictError(f"--set {other}: predict takes dataset.* settings only (e.g. --set "
                            "dataset.path=new.npz); the model and its settings are the run's")
-    if mode_class(config.mode).task == "link_prediction":
+    if mode_class(config.mode).data_kind == "temporal":
         raise PredictError("a temporal run predicts on the event stream it trained on (its "
                            "memory is of those nodes, as of its last event); drop --set "
                            "dataset.*, and score other events with --queries")
@@ -478,16 +480,27 @@ def _predict_worker(ctx, config, state, split, layers, rows, *prepared) -> dict:
     alone ({"rows", "logits", "labels"})."""
     from .training import gather_outputs
     mode = restored_mode(ctx, config, state, *prepared)
-    if rows is not None and ctx.world_size == 1 and hasattr(mode, "predict_rows"):
-        return mode.predict_rows(rows, layers)
+    if rows is not None and ctx.world_size == 1 and \
+            (got := mode.predict_rows(rows, layers)) is not None:
+        return got
     return gather_outputs(ctx.comm, mode.predict((split,), layers))[split]
 
 
-def _query_worker(ctx, config, state, method, args, *prepared) -> dict:
-    """One rank of a temporal query: every rank's share gathered."""
-    from .training import gather_outputs
+def _score_worker(ctx, config, state, args, *prepared) -> dict:
+    """One rank of `Mode.score_queries(*args)`: every rank's share gathered."""
     mode = restored_mode(ctx, config, state, *prepared)
-    return gather_outputs(ctx.comm, {"q": getattr(mode, method)(*args)})["q"]
+    return _gathered(ctx, mode.score_queries(*args))
+
+
+def _embed_worker(ctx, config, state, args, *prepared) -> dict:
+    """One rank of `Mode.embed_nodes(*args)`: every rank's share gathered."""
+    mode = restored_mode(ctx, config, state, *prepared)
+    return _gathered(ctx, mode.embed_nodes(*args))
+
+
+def _gathered(ctx, share: dict) -> dict:
+    from .training import gather_outputs
+    return gather_outputs(ctx.comm, {"q": share})["q"]
 
 
 # the columns a 2-d array becomes in a .parquet file: <prefix>_0, <prefix>_1, ...

@@ -7,6 +7,7 @@ of the TGN/DyGLib protocol. Plain numpy, like `gnnsys.graph.Graph`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -37,6 +38,7 @@ class TemporalGraph:
     test_time: float | None = None
     name: str = "temporal"
     metric: str = "ap"
+    kind: ClassVar[str] = "temporal"    # the data kind (gnnsys.datasets.registry.KINDS)
     edge_label: np.ndarray | None = None
     node_label: np.ndarray | None = None
     meta: dict = field(default_factory=dict)

@@ -38,7 +38,7 @@ from .distributed import launch
 from .distributed.launcher import intra_op_threads
 from .errors import ConfigError, DatasetMismatch
 from .mode import REDUCTIONS, mode_class
-from .report import CHARTS
+from .report import chart_stems
 from .runlog import (EPOCHS_FROM, RunDir, announce_kernel_compiles, kernel_compiles, progress,
                      summary_writer)
 
@@ -119,7 +119,7 @@ class TrainingLoop:
         try:
             self._setup(prepared)
             if ctx.attempt == 0:       # after set-up: a refused run leaves the last one be
-                self.run_dir.start(config.run.resume, also=[f"{c}.png" for c in CHARTS])
+                self.run_dir.start(config.run.resume, also=[f"{c}.png" for c in chart_stems()])
         except BaseException:
             self.run_dir.unlock()
             raise

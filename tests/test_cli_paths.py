@@ -69,6 +69,7 @@ def test_datasets_under_an_empty_root_lists_everything_as_not_local(tmp_path, ca
     monkeypatch.delenv("GNNSYS_SHARED_DATA", raising=False)
     assert main(["datasets", "--root", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    rows = {line.split()[0]: line.split()[3] for line in lines[1:]}
+    assert lines[0].split()[:5] == ["name", "source", "task", "kind", "local"]
+    rows = {line.split()[0]: line.split()[4] for line in lines[1:]}
     assert rows["ogbn-arxiv"] == "-"                   # nothing downloaded under this root
     assert rows["synthetic-tiny"] == "yes"             # generated: always available

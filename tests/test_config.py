@@ -76,26 +76,60 @@ OWNERS = {
     "cluster.backend": ("gnnsys.distributed.comm", "BACKENDS"),
     "cluster.launcher": ("gnnsys.distributed.launcher", "LAUNCHERS"),
     "partition.method": ("partition.build", "METHODS"),
-    "cache.policy": ("gnnsys.minibatch.store.policy", "POLICIES"),
     "temporal.neighbor_strategy": ("samplers.temporal", "NEIGHBOR_STRATEGIES"),
-    "temporal.exchange": ("gnnsys.temporal.exchange", "EXCHANGES"),
     "temporal.ownership": ("partition.temporal", "OWNERSHIPS"),
+}
+# keys a mode's package dispatches on: declared in gnnsys.mode_choices (config loads no
+# mode package), read from there by the module that dispatches
+MODE_KEY_DISPATCHERS = {
+    "cache.policy": ("gnnsys.minibatch.store.policy", "POLICIES"),
+    "temporal.exchange": ("gnnsys.temporal.exchange", "EXCHANGES"),
     "temporal.train_negative_strategy": ("gnnsys.temporal.batch", "TRAIN_NEGATIVE_STRATEGIES"),
     "fullgraph.quantization.mode": ("gnnsys.fullgraph.assign", "QUANTIZATION_MODES"),
+    "fullgraph.quantization.uniform_bits": ("gnnsys.fullgraph.quantize", "SUPPORTED_BITS"),
 }
 
 
-@pytest.mark.parametrize("key", sorted(OWNERS))
+@pytest.mark.parametrize("key", sorted(OWNERS) + sorted(set(MODE_KEY_DISPATCHERS) -
+                                                        {"fullgraph.quantization.uniform_bits"}))
 def test_the_owning_module_defines_the_allowed_values(key, monkeypatch):
-    module, name = OWNERS[key]
-    owner = importlib.import_module(module)
-    values = getattr(owner, name)
+    from gnnsys import mode_choices
+    if key in OWNERS:
+        owner = importlib.import_module(OWNERS[key][0])
+        values = getattr(owner, OWNERS[key][1])
+    else:
+        values = mode_choices.MODE_CHOICES[key]
     with pytest.raises(ConfigError) as err:
         from_dict({}, overrides=[f"{key}=brand-new"])
     assert str(err.value) == f"--set {key}=brand-new: config key '{key}' is 'brand-new'; " \
         f"allowed: {', '.join(values)}"
-    monkeypatch.setattr(owner, name, values + ("brand-new",))
+    if key in OWNERS:
+        monkeypatch.setattr(owner, OWNERS[key][1], values + ("brand-new",))
+    else:
+        monkeypatch.setitem(mode_choices.MODE_CHOICES, key, values + ("brand-new",))
     assert from_dict({}, overrides=[f"{key}=brand-new"])
+
+
+@pytest.mark.parametrize("key", sorted(MODE_KEY_DISPATCHERS))
+def test_a_mode_package_dispatches_on_the_values_config_allows(key):
+    from gnnsys.mode_choices import MODE_CHOICES
+    module, name = MODE_KEY_DISPATCHERS[key]
+    assert getattr(importlib.import_module(module), name) is MODE_CHOICES[key]
+
+
+def test_full_graph_rules_are_the_modes_own_check():
+    """The generic `validate` holds no full-graph rule: FullGraphMode.check_config does."""
+    from gnnsys.fullgraph.mode import FullGraphMode
+    threads_on_gpu = {"cluster": {"workers": 2, "launcher": "threads"},
+                      "train": {"device": "cuda"}}
+    with pytest.raises(ConfigError, match="full-graph mode with cluster.workers > 1 on a "
+                                          "GPU needs a process per worker"):
+        from_dict({"mode": "fullgraph", "model": {"arch": "gcn"}, **threads_on_gpu})
+    assert from_dict(threads_on_gpu).mode == "minibatch"         # not another mode's rule
+    config = from_dict({"mode": "fullgraph", "model": {"arch": "gcn"}})
+    config.cluster.workers, config.cluster.launcher, config.train.device = 2, "threads", "cuda"
+    with pytest.raises(ConfigError, match="needs a process per worker"):
+        FullGraphMode.check_config(config)
 
 
 # what each mode trains, written out here so the test checks the code, not itself

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -206,3 +207,71 @@ def test_imports_are_resolved_like_python(tmp_path):
              "pkg.deep.leaf2", "pkg.hidden"}
     assert imported_modules("pkg.deep.m", source, known) == {
         "pkg.deep.sib", "pkg.top", "pkg", "pkg.deep.leaf", "pkg.deep.leaf2"}
+
+
+# ----------------------------------------------------------------------------- mode seams
+MODE_PACKAGES = ("gnnsys.minibatch", "gnnsys.temporal", "gnnsys.fullgraph")
+
+LOADED_MODES = r"""
+import json, sys
+{statement}
+print(json.dumps(sorted(m for m in sys.modules
+                        if any(m == p or m.startswith(p + ".") for p in {packages!r}))))
+"""
+
+
+def loaded_mode_packages(statement: str) -> list[str]:
+    script = LOADED_MODES.format(statement=statement, packages=MODE_PACKAGES)
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_config_imports_no_mode_package():
+    """The config's schema and vocabularies are read without a mode's package (numba
+    kernels, torch models): only validating a config loads its own mode's plug-in."""
+    assert loaded_mode_packages("import gnnsys.config") == []
+    checked = loaded_mode_packages("from gnnsys.config import from_dict\nfrom_dict({})")
+    assert checked and all(m.startswith("gnnsys.minibatch") for m in checked), checked
+
+
+# A task (node | link) is not a data kind (static | temporal): "is this temporal?" asks
+# the kind (`Mode.data_kind`, `graph.kind`, a registry entry's `kind`), never the older
+# task name or the graph's attributes. Reading an older name is LEGACY_TASKS' one line.
+DECIDES_BY_TASK_NAME = re.compile(r"""["']link_prediction["']|hasattr\(\s*\w+\s*,\s*["']src["']""")
+
+
+def test_only_the_temporal_package_decides_by_link_prediction_or_src():
+    offenders = []
+    for package in PACKAGES + ("scripts",):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path.is_relative_to(ROOT / "gnnsys" / "temporal"):
+                continue
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if DECIDES_BY_TASK_NAME.search(line) and \
+                        not line.startswith("LEGACY_TASKS = "):
+                    offenders.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offenders, "decide by the data kind instead:\n" + "\n".join(offenders)
+
+
+# What a mode answers is a declared method of `Mode` (a default where a mode may not):
+# never a name looked up on the mode by string.
+LOOKS_UP_THE_MODE = re.compile(r"""\b(?:has|get)attr\(\s*(?:self\.)?mode\s*,""")
+
+
+def test_no_mode_method_is_looked_up_by_name():
+    offenders = [f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+                 for package in PACKAGES + ("scripts",)
+                 for path in sorted((ROOT / package).rglob("*.py"))
+                 for number, line in enumerate(path.read_text().splitlines(), 1)
+                 if LOOKS_UP_THE_MODE.search(line)]
+    assert not offenders, "declare the method on gnnsys.mode.Mode:\n" + "\n".join(offenders)
+    assert LOOKS_UP_THE_MODE.search('getattr(mode, method)(*args)')
+    assert LOOKS_UP_THE_MODE.search('hasattr(mode, "predict_rows")')
+
+
+def test_the_task_name_rule_catches_what_it_names():
+    assert DECIDES_BY_TASK_NAME.search('if task == "link_prediction":')
+    assert DECIDES_BY_TASK_NAME.search("temporal = hasattr(graph, 'src')")
+    assert not DECIDES_BY_TASK_NAME.search('if mode.data_kind == "temporal":')

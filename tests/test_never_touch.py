@@ -15,7 +15,7 @@ import pytest
 from gnnsys import cli
 from gnnsys.config import from_dict
 from gnnsys.partitions import ensure_partitions
-from gnnsys.report import CHARTS, make_report
+from gnnsys.report import chart_stems, make_report
 from gnnsys.runlog import RunDir, epochs
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
@@ -92,7 +92,7 @@ def test_a_refused_run_leaves_the_last_run_as_it_was_and_a_new_one_moves_all_of_
     make_report(run)                                     # the charts of `gnnsys report`
     (run / "notes.txt").write_text("the user's")         # not gnnsys's: stays where it is
     before = _files(run)
-    assert {f"{c}.png" for c in CHARTS} & set(before) and "config.yaml" in before
+    assert {f"{c}.png" for c in chart_stems()} & set(before) and "config.yaml" in before
 
     assert cli.main(_train_args(run, "--set", "dataset.name=no-such-graph")) == 2
     assert "no-such-graph" in capsys.readouterr().err
@@ -106,11 +106,11 @@ def test_a_refused_run_leaves_the_last_run_as_it_was_and_a_new_one_moves_all_of_
 
 def test_a_run_moves_every_file_of_the_old_run_aside(tmp_path):
     old = ["metrics.jsonl", "checkpoint.pt", "config.yaml", "tensorboard/events",
-           *(f"{c}.png" for c in CHARTS)]
+           *(f"{c}.png" for c in chart_stems())]
     for name in old:
         (tmp_path / name).parent.mkdir(exist_ok=True)
         (tmp_path / name).write_text(name)
-    RunDir(tmp_path).start(resume=False, also=[f"{c}.png" for c in CHARTS])
+    RunDir(tmp_path).start(resume=False, also=[f"{c}.png" for c in chart_stems()])
     [kept] = (tmp_path / "previous").iterdir()
     assert set(_files(kept)) == set(old) and set(_files(tmp_path)) == {
         f"previous/{kept.name}/{name}" for name in old}

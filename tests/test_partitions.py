@@ -118,6 +118,30 @@ def test_temporal_mode_has_no_partitions(tmp_path):
         ensure_partitions(config, progress=False)
 
 
+def test_the_mode_names_the_settings_its_partitions_are_read_by(tmp_path):
+    """`Mode.partition_keys`, not the mode's name, says which settings a mode's partitions
+    on disk must match: all of them (minibatch: VIP row order, stored rows) or the
+    assignment's alone (full-graph); None reads none."""
+    from gnnsys.mode import mode_class
+    from gnnsys.partitions import ALL_SETTINGS, ASSIGNMENT_SETTINGS, partition_settings
+    config = config_for(tmp_path, mode="minibatch", method="random")
+    assert tuple(partition_settings(config)) == ALL_SETTINGS
+    assert set(ASSIGNMENT_SETTINGS) < set(ALL_SETTINGS)
+    assert mode_class("minibatch").partition_keys == ALL_SETTINGS
+    assert mode_class("fullgraph").partition_keys == ASSIGNMENT_SETTINGS
+    assert mode_class("temporal").partition_keys is None
+    fullgraph = config_for(tmp_path, mode="fullgraph", method="random",
+                           dir=str(tmp_path / "parts"))
+    ensure_partitions(fullgraph, tiny_graph(num_nodes=120, seed=1), progress=False)
+    other_fanouts = copy.deepcopy(fullgraph)
+    other_fanouts.sampler.fanouts = [3, 3]           # not a setting full-graph reads
+    ensure_partitions(other_fanouts, tiny_graph(num_nodes=120, seed=1), progress=False)
+    as_minibatch = copy.deepcopy(other_fanouts)
+    as_minibatch.mode = "minibatch"
+    with pytest.raises(PartitionError, match="sampler.fanouts"):
+        ensure_partitions(as_minibatch, tiny_graph(num_nodes=120, seed=1), progress=False)
+
+
 def test_cli_partition_prebuilds_full_graph_parts_where_partition_dir_says(tmp_path, capsys):
     cfg = tmp_path / "run.yaml"
     where = tmp_path / "elsewhere" / "parts"

@@ -16,6 +16,19 @@ MODE_CHARTS = {"minibatch": {"feature_rows"}, "temporal": {"exchange_rows", "exc
 ALL = GENERAL.union(*MODE_CHARTS.values(), {"memory"})   # memory: runs logging peak_rss_mb
 
 
+def test_a_modes_charts_are_declared_beside_how_its_keys_combine():
+    """A mode's own charts live on its class with its `reductions`: every key one draws
+    is a key the mode declares; the general table draws the loop's keys alone."""
+    from gnnsys.mode import MODES, mode_class
+    for name in MODES:
+        cls = mode_class(name)
+        assert set(cls.charts) == MODE_CHARTS[name], name
+        drawn = {key.removesuffix(".*") for _, _, keys in cls.charts.values() for key in keys}
+        assert drawn <= set(cls.reductions), (name, drawn - set(cls.reductions))
+    assert set(report.CHARTS) == GENERAL | {"memory"}
+    assert set(report.chart_stems()) == ALL
+
+
 def _comm(e):
     return {"comm_bytes_sent": 1000 * (e + 1), "comm_bytes_recv": 900 * (e + 1),
             "comm_wait_s": 0.01 * e}

@@ -15,6 +15,7 @@ import torch
 
 from gnnsys.config import from_dict
 from gnnsys.distributed import launch
+from gnnsys.datasets.registry import KINDS, TASKS
 from gnnsys.runlog import events, read_metrics
 from gnnsys.mode import MODES, Mode, mode_class
 from gnnsys.training import (FAIL_EXIT_CODE, LOOP_REDUCTIONS, TrainingLoop, combine_ranks,
@@ -147,8 +148,8 @@ def test_every_mode_implements_the_typed_contract():
         assert issubclass(cls, Mode), name
         for method in ("build_model", "train_batches", "predict", "score"):
             assert getattr(cls, method) is not getattr(Mode, method), (name, method)
-        assert cls.grad_op in ("mean", "sum") and cls.task in ("node_classification",
-                                                                "link_prediction")
+        assert cls.grad_op in ("mean", "sum") and cls.task in TASKS
+        assert cls.data_kind in KINDS
         assert set(cls.final_splits) | set(cls.eval_splits) <= {"train", "val", "test"}
 
 

@@ -1,10 +1,9 @@
 """Loaders of `.npz` bundles (a user's own, or the project's real graphs, shared/data/MANIFEST.md).
 
-The format is docs/DATA.md: `task` decides the kind, node_classification a static bundle
+The format is docs/DATA.md: the entry's data `kind` decides how it is read, a static bundle
 (a `Graph`: CSR, float32 features (dense, or CSR as the bundle stores them), int64 labels,
-one split), link_prediction a
-temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory of .npy files,
-one per array. Registry files are looked up, in order, under <data root>/bundles/,
+one split) or a temporal one (a `TemporalGraph`). A bundle is an .npz file or a directory
+of .npy files, one per array. Registry files are looked up, in order, under <data root>/bundles/,
 $GNNSYS_SHARED_DATA/ and the `shared/data` directory beside the repository checkout.
 """
 from __future__ import annotations
@@ -28,8 +27,9 @@ CHECKOUT_SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 SCHEMA = "docs/DATA.md"
 FIX = f"the bundle format is in {SCHEMA}"
 # The arrays each kind of bundle must have (the rest are optional, see SCHEMA).
-REQUIRED = {"node_classification": ("edge_index", "y"),
-            "link_prediction": ("src", "dst", "t")}
+REQUIRED = {"static": ("edge_index", "y"), "temporal": ("src", "dst", "t")}
+# The modes that train each kind (a hint for a bundle read as the other kind).
+TRAINED_BY = {"static": "minibatch or fullgraph", "temporal": "temporal"}
 
 # flickr_amgcn ships no validation nodes; this many are carved out of the nodes that are in
 # neither the train nor the test set, so the standard train/test sets stay intact.
@@ -63,28 +63,28 @@ def require_bundle(name: str, relative_file: str, root: Path) -> Path:
     return path
 
 
-def path_entry(path: str, task: str) -> dict:
+def path_entry(path: str, task: str, kind: str) -> dict:
     """A registry entry for `dataset.path`: the user's own bundle, checked to exist."""
     file = Path(path).expanduser().absolute()
     if not file.exists():
         raise DatasetError(f"dataset.path {path}: no such file or directory ({file}); give "
                            f"your bundle's .npz file or .npy directory ({FIX})")
-    return {"source": "bundle", "file": str(file), "task": task,
-            "metric": "ap" if task == "link_prediction" else "accuracy"}
+    return {"source": "bundle", "file": str(file), "task": task, "kind": kind,
+            "metric": "ap" if task == "link" else "accuracy"}
 
 
-def read_bundle(path: Path, task: str) -> dict:
-    """The bundle's arrays, refused in one line (file, key, schema) if `task` cannot read them."""
+def read_bundle(path: Path, kind: str) -> dict:
+    """The bundle's arrays, refused in one line (file, key, schema) if they are not of `kind`."""
     arrays = read_npz(path, FIX)
     _refuse_heterogeneous(path, arrays)
-    missing = [key for key in REQUIRED[task] if key not in arrays]
+    missing = [key for key in REQUIRED[kind] if key not in arrays]
     if missing:
-        other = next(t for t in REQUIRED if t != task)
-        modes = "temporal" if other == "link_prediction" else "minibatch or fullgraph"
+        other = next(k for k in REQUIRED if k != kind)
         hint = (f"; it holds a {other} bundle ({', '.join(REQUIRED[other])}): train it "
-                f"with mode: {modes}" if all(key in arrays for key in REQUIRED[other]) else "")
-        raise DatasetError(f"{path} has no array '{missing[0]}', which task {task} reads"
-                           f"{hint}; {FIX}")
+                f"with mode: {TRAINED_BY[other]}"
+                if all(key in arrays for key in REQUIRED[other]) else "")
+        raise DatasetError(f"{path} has no array '{missing[0]}', which a {kind} bundle "
+                           f"needs{hint}; {FIX}")
     for key, ndim in (("edge_index", 2), ("y", 1), ("x", 2), ("src", 1), ("dst", 1), ("t", 1),
                       ("edge_feat", 2)):
         if key in arrays and arrays[key].ndim != ndim:
@@ -313,19 +313,19 @@ RANDOM_SPLIT_PARAMS = ("train_fraction", "val_fraction")
 
 
 def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None = None):
-    """Registry entry point: `task` decides the kind (a Graph, or a TemporalGraph)."""
+    """Registry entry point: the entry's kind decides what it is (a Graph, or a TemporalGraph)."""
     params = dict(params or {})
     unknown = sorted(set(params) - set(RANDOM_SPLIT_PARAMS))
     if unknown:
         raise DatasetError(f"dataset '{name}': unknown params {', '.join(unknown)}; bundles "
                            f"accept only {', '.join(RANDOM_SPLIT_PARAMS)} (for the random "
                            "split of datasets that ship none)")
-    temporal = entry["task"] == "link_prediction"
+    temporal = entry["kind"] == "temporal"
     if temporal and params:
         raise DatasetError(f"dataset '{name}' is temporal and takes no params "
                            f"(got {', '.join(params)})")
     path = require_bundle(name, entry["file"], root)
-    arrays = read_bundle(path, entry["task"])
+    arrays = read_bundle(path, entry["kind"])
     if temporal:
         return _built(path, lambda: load_temporal_bundle(name, entry, path, arrays, split))
     return _built(path, lambda: load_static_bundle(name, entry, path, arrays, split, params))

@@ -23,20 +23,20 @@ FEATURE_DTYPES = ("float32", "float16")
 def load_run_graph(config, graph=None):
     """The graph the run's mode trains on (`graph`, else the config's dataset), checked and
     (static) feature-normalised."""
-    d = config.dataset
-    if graph is None:
+    from ..mode import mode_class
+    d, kind = config.dataset, mode_class(config.mode).data_kind
+    if graph is None:       # a path's file is read as the mode's kind; a named one is checked below
         graph = load_dataset(d.name, root=d.root, split=d.split, params=d.params or None,
-                             path=d.path, task=d.task)
-    temporal = hasattr(graph, "src") and hasattr(graph, "t")
-    if config.mode == "temporal":
-        if not temporal:
+                             path=d.path, task=d.task, kind=kind if d.path else None)
+    if kind == "temporal":
+        if graph.kind != "temporal":
             raise DatasetError(f"dataset {d.name!r} is not a temporal graph (no event stream); "
-                               "mode 'temporal' needs one, e.g. wikipedia or collegemsg")
+                               f"mode '{config.mode}' needs one, e.g. wikipedia or collegemsg")
         check_events(d.name, graph)
         check_finite(d.name, graph.edge_feat, "edge feature")
         check_finite(d.name, graph.node_feat, "node feature")
         return graph
-    if temporal:
+    if graph.kind == "temporal":
         raise DatasetError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
     if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
         raise DatasetError(f"dataset '{d.name}' lacks features, labels or a train split; "

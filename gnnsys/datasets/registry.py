@@ -27,7 +27,14 @@ REGISTRY_ENV = "GNNSYS_DATASETS_YAML"
 REGISTRY_FILE = Path(__file__).resolve().parents[2] / "datasets.yaml"
 
 SOURCES = ("synthetic", "bundle", "planetoid", "ogb", "jodie")
-TASKS = ("node_classification", "link_prediction")
+# A task is what is predicted (a node's class, whether a link exists); a data kind is what
+# the graph is (a static graph, a temporal event stream). Loaders and modes decide by the kind.
+TASKS = ("node", "link")
+KINDS = ("static", "temporal")
+# An entry or config without a kind: the kind gnnsys trains that task on.
+DEFAULT_KIND = {"node": "static", "link": "temporal"}
+# The names older registries and run configs give as `task`: each meant a task and a kind.
+LEGACY_TASKS = {"node_classification": ("node", "static"), "link_prediction": ("link", "temporal")}
 METRICS = ("accuracy", "roc_auc", "ap")
 # Fields each source's entries must carry besides source/task/metric.
 REQUIRED_FIELDS = {"synthetic": ("params",), "bundle": ("file",), "planetoid": ("pyg_name",),
@@ -40,7 +47,8 @@ class DatasetInfo:
 
     name: str
     source: str
-    task: str
+    task: str            # node | link
+    kind: str            # static | temporal
     metric: str
     description: str
     available: bool      # loadable now, without a network (synthetic: always)
@@ -83,22 +91,36 @@ def _read_registry(path: str, _mtime_ns: int) -> dict:
         raise DatasetError(f"dataset registry {path} is not valid YAML: {err}") from None
     if not isinstance(entries, dict):
         raise DatasetError(f"dataset registry {path}: the top level must map names to entries")
-    for name, entry in entries.items():
-        _check_entry(path, name, entry)
-    return entries
+    return {name: _checked_entry(path, name, entry) for name, entry in entries.items()}
 
 
-def _check_entry(path: str, name: str, entry) -> None:
+def task_and_kind(task: str | None, kind: str | None = None) -> tuple:
+    """(task, kind) of a `task` as an entry or config writes it: an older name
+    (node_classification, link_prediction) gives both; otherwise the kind, if not given,
+    is the task's DEFAULT_KIND. Either is None where not given."""
+    if task in LEGACY_TASKS:
+        task, implied = LEGACY_TASKS[task]
+        kind = kind or implied
+    return task, kind or DEFAULT_KIND.get(task)
+
+
+def _checked_entry(path: str, name: str, entry) -> dict:
+    """The entry with its task and kind in today's words; one line where a field is wrong."""
     where = f"dataset registry {path}, entry '{name}'"
     if not isinstance(entry, dict):
         raise DatasetError(f"{where}: expected a mapping of fields")
-    for key, allowed in (("source", SOURCES), ("task", TASKS), ("metric", METRICS)):
+    if entry.get("task") in LEGACY_TASKS or "kind" not in entry:
+        task, kind = task_and_kind(entry.get("task"), entry.get("kind"))
+        entry = {**entry, "task": task, "kind": kind} if task in TASKS else entry
+    for key, allowed in (("source", SOURCES), ("task", TASKS), ("kind", KINDS),
+                         ("metric", METRICS)):
         if entry.get(key) not in allowed:
             raise DatasetError(f"{where}: '{key}' is {entry.get(key)!r}; "
                                f"allowed: {', '.join(allowed)}")
     for key in REQUIRED_FIELDS[entry["source"]]:
         if key not in entry:
             raise DatasetError(f"{where}: source '{entry['source']}' needs the field '{key}'")
+    return entry
 
 
 def lookup(name: str) -> dict:
@@ -120,29 +142,36 @@ def _source_module(source: str):
     return importlib.import_module(f"gnnsys.datasets.{module}")
 
 
-def dataset_entry(name: str, path: str | None = None, task: str | None = None) -> dict:
-    """The registry entry of `name`, or of the user's bundle at `path`; `task`, if given,
-    must be the entry's (it decides whether a bundle is read as static or temporal)."""
+def dataset_entry(name: str, path: str | None = None, task: str | None = None,
+                  kind: str | None = None) -> dict:
+    """The registry entry of `name`, or of the user's bundle at `path`; `task` and `kind`,
+    if given, must be the entry's (the kind decides whether a bundle is read as static
+    or temporal; a path's bundle is read as `task`'s kind, default a static node one)."""
+    task, kind = task_and_kind(task, kind)
     if path:
         from gnnsys.datasets.bundles import path_entry
-        return path_entry(path, task or "node_classification")
+        return path_entry(path, task or "node", kind or DEFAULT_KIND[task or "node"])
     entry = lookup(name)
-    if task and task != entry["task"]:
-        raise DatasetError(f"dataset '{name}' is registered for {entry['task']}, not {task}; "
-                           "pick a dataset of that task or another mode")
+    for key, wanted in (("task", task), ("kind", kind)):
+        if wanted and wanted != entry[key]:
+            raise DatasetError(f"dataset '{name}' is registered as {entry['task']} "
+                               f"prediction on {entry['kind']} data, not {key} {wanted}; "
+                               "pick a dataset of that kind or another mode")
     return entry
 
 
 def load_dataset(name: str, root: str | os.PathLike | None = None, split: int = 0,
-                 params: dict | None = None, path: str | None = None, task: str | None = None):
+                 params: dict | None = None, path: str | None = None, task: str | None = None,
+                 kind: str | None = None):
     """Load a dataset as a `Graph` (static) or `TemporalGraph` (temporal).
 
     root: data directory (see `data_root`); split: which standard split of a multi-split
     dataset (for datasets split at random, the seed offset of the split); params: overrides
     of a synthetic generator's parameters; path: a bundle of one's own (docs/DATA.md), read
-    for `task`, instead of a registry name. Raises DatasetError with the fix when it cannot.
+    as `kind` (or `task`'s kind), instead of a registry name. Raises DatasetError with the
+    fix when it cannot.
     """
-    entry = dataset_entry(name, path, task)
+    entry = dataset_entry(name, path, task, kind)
     if isinstance(split, bool) or not isinstance(split, int) or split < 0:
         raise DatasetError(f"dataset '{name}': split must be a non-negative integer, "
                            f"got {split!r}")
@@ -153,10 +182,11 @@ def load_dataset(name: str, root: str | os.PathLike | None = None, split: int = 
 
 
 def dataset_node_ids(name: str, root: str | os.PathLike | None = None,
-                     path: str | None = None, task: str | None = None):
+                     path: str | None = None, task: str | None = None,
+                     kind: str | None = None):
     """The user's id of each node (a bundle's `node_ids`, docs/DATA.md), or None: the
     dataset's node ids are its rows."""
-    entry = dataset_entry(name, path, task)
+    entry = dataset_entry(name, path, task, kind)
     if entry["source"] != "bundle":
         return None
     from gnnsys.datasets.bundles import node_ids, require_bundle
@@ -170,7 +200,7 @@ def list_datasets(root: str | os.PathLike | None = None) -> list[DatasetInfo]:
     for name, entry in registry().items():
         available, location = _source_module(entry["source"]).locate(name, entry, base)
         infos.append(DatasetInfo(name=name, source=entry["source"], task=entry["task"],
-                                 metric=entry["metric"],
+                                 kind=entry["kind"], metric=entry["metric"],
                                  description=" ".join(str(entry.get("description", "")).split()),
                                  available=available, location=str(location)))
     return infos

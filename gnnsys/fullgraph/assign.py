@@ -28,11 +28,12 @@ import scipy.sparse as sp
 import torch
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from ..mode_choices import MODE_CHOICES
 from .exchange import BitAssignment
 from .quantize import PARAM_BYTES_PER_ROW
 
 MB = 2 ** 20
-QUANTIZATION_MODES = ("none", "uniform", "adaptive")   # fp32, uniform_bits, or solved here
+QUANTIZATION_MODES = MODE_CHOICES["fullgraph.quantization.mode"]
 MAX_PROFILE_BYTES = 16 * MB      # larger dummy messages add profiling time, not accuracy
 
 

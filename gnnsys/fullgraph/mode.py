@@ -16,7 +16,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ..errors import ConfigError
 from ..mode import NodeClassificationMode
+from ..partitions import ASSIGNMENT_SETTINGS
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from ..step_memory import check_step_fits, shapes_only
 from .assign import AdaptiveAssigner, profile_links, profile_range
@@ -66,10 +68,28 @@ class FullGraphMode(NodeClassificationMode):
     supports = {"model.arch": ARCHS, "model.norm": NORMS, "model.residual": (False,),
                 "train.compile": (False,), "dataset.feature_dtype": ("float32",),
                 "train.precision": ("fp32",)}
+    partition_keys = ASSIGNMENT_SETTINGS     # it reads the vertex -> part assignment only
     # phase times are each rank's own: the slowest rank's is the epoch's
     reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
                   "bytes_sent": "sum", "bytes_by_bits": "sum",
                   **{key: "max" for key, _ in TIME_KEYS}, "time_epoch": "max"}
+    charts = {"message_bytes": ("message bytes by bit width", "bytes",
+                                ["bytes_sent", "bytes_by_bits.*"]),
+              "phase_time": ("seconds per epoch by phase (the slowest rank's)", "seconds",
+                             [key for key, _ in TIME_KEYS])}
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        super().check_config(config)
+        c = config.cluster
+        if c.launcher == "threads" and c.workers > 1 and config.train.device != "cpu" \
+                and (config.train.device == "cuda" or torch.cuda.is_available()):
+            # Found on an H200: torch runs the backward passes of every thread's model on
+            # one CUDA thread per device, and the first worker there to wait for its
+            # peers' boundary gradients blocks the others for good.
+            raise ConfigError("full-graph mode with cluster.workers > 1 on a GPU needs a "
+                              "process per worker: set cluster.launcher: ray (or "
+                              "train.device: cpu for the threads launcher)")
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:

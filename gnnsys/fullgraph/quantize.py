@@ -21,7 +21,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-SUPPORTED_BITS = (2, 4, 8)
+from ..mode_choices import MODE_CHOICES
+
+SUPPORTED_BITS = MODE_CHOICES["fullgraph.quantization.uniform_bits"]
 PARAM_BYTES_PER_ROW = 4          # bf16 minimum + bf16 step
 
 

@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..mode import NodeClassificationMode
 from ..models import build_model
 from ..models.block_gnn import ARCHS
+from ..partitions import ALL_SETTINGS
 from ..runlog import progress
 from ..sparse_features import feature_bytes, is_sparse
 from .inference import HaloGraph, halo_inference
@@ -36,9 +37,11 @@ from .loader import NodeLoader, fused_sampler, store_sampler
 class MinibatchMode(NodeClassificationMode):
     grad_op = "mean"             # each rank's loss is the mean over its own batch
     supports = {"model.arch": ARCHS, "train.compile": (False,)}
+    partition_keys = ALL_SETTINGS    # VIP row order follows the sampler, stored rows the features
     reductions = {"batch_wait_s": "max", "fetch_s": "max", "local_rows": "sum",
                   "cache_hits": "sum", "remote_rows": "sum", "rows_served": "sum",
                   "remote_feature_bytes": "sum", "batches": "sum"}
+    charts = {"feature_rows": ("feature rows", "rows", ["remote_rows", "cache_hits", "local_rows"])}
 
     @classmethod
     def check_config(cls, config) -> None:

@@ -18,6 +18,8 @@ from samplers.temporal import (NEGATIVE_STRATEGIES, NegativeSampler, SampledNeig
                                chronological_batches, pair_history, pair_recency,
                                sample_neighbors, shard)
 
+from ..mode_choices import MODE_CHOICES
+
 PHASES = {"train": 0, "val": 1, "test": 2}
 
 
@@ -212,10 +214,7 @@ def slot_gaps(neighbors: dict) -> torch.Tensor:
     return neighbors["root_tau"][root] - neighbors["neighbor_tau"][neighbors["tidx"]]
 
 
-# random: one random destination per training event (TGN's protocol); mixed: also a
-# destination busy in the batch, a historical pair and that pair's source with a random
-# destination (`BatchPlanner.negatives`)
-TRAIN_NEGATIVE_STRATEGIES = ("random", "mixed")
+TRAIN_NEGATIVE_STRATEGIES = MODE_CHOICES["temporal.train_negative_strategy"]
 
 
 def uses_neighbors(arch: str) -> bool:

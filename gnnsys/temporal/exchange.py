@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ..mode_choices import MODE_CHOICES
 from .memory import MemoryStore, latest_per_vertex
 
-EXCHANGES = ("dedup", "naive")
+EXCHANGES = MODE_CHOICES["temporal.exchange"]
 
 
 @dataclass

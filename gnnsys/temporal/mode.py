@@ -45,7 +45,8 @@ ONE_TORCH_THREAD_BELOW_EVENTS = 800
 
 
 class TemporalMode(Mode):
-    task = "link_prediction"
+    task = "link"
+    data_kind = "temporal"
     metric = "ap"
     grad_op = "sum"              # each shard's loss is already divided by the global batch
     final_splits = ("test",)     # from the memory the selected epoch's validation left
@@ -62,6 +63,8 @@ class TemporalMode(Mode):
                   "bytes_naive": "sum", "occurrences": "sum", "unique": "sum",
                   "exchange_s": "max", "train_s": "max",
                   "events_per_s": "sum"}       # each rank's share of the events, per second
+    charts = {"exchange_rows": ("exchange rows", "rows", ["rows_naive", "rows_sent"]),
+              "exchange_bytes": ("exchange bytes", "bytes", ["bytes_naive", "bytes_sent"])}
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:

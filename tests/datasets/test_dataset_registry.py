@@ -27,12 +27,13 @@ def test_list_datasets_reports_every_entry(data_dir):
     infos = {info.name: info for info in list_datasets(root=data_dir)}
     assert REQUIRED_NAMES <= set(infos)
     tiny = infos["synthetic-tiny"]
-    assert (tiny.source, tiny.task, tiny.metric, tiny.available) == \
-        ("synthetic", "node_classification", "accuracy", True)
+    assert (tiny.source, tiny.task, tiny.kind, tiny.metric, tiny.available) == \
+        ("synthetic", "node", "static", "accuracy", True)
     assert tiny.location.startswith(str(data_dir / "synthetic"))
     assert infos["ogbn-products"].available is False
     assert infos["ogbn-products"].location == str(data_dir / "ogb" / "ogbn_products")
-    assert infos["wikipedia"].task == "link_prediction" and infos["wikipedia"].metric == "ap"
+    assert (infos["wikipedia"].task, infos["wikipedia"].kind, infos["wikipedia"].metric) == \
+        ("link", "temporal", "ap")
     assert infos["tolokers"].metric == "roc_auc"
     assert all(info.description for info in infos.values())
 
@@ -64,4 +65,37 @@ def test_bad_registry_entry_names_the_field(tmp_path, monkeypatch):
                                             "metric": "accuracy"}}))
     monkeypatch.setenv(registry.REGISTRY_ENV, str(bad))
     with pytest.raises(DatasetError, match="entry 'mine'.*'source' is 'ftp'"):
+        list_datasets()
+
+
+def test_task_and_kind_are_apart_and_older_entries_still_read(tmp_path, monkeypatch):
+    """An entry names its task (node | link) and data kind (static | temporal); an older
+    entry's task (node_classification, link_prediction) still reads, as both."""
+    extra = tmp_path / "datasets.yaml"
+    file = {"source": "bundle", "file": "x.npz"}
+    extra.write_text(yaml.safe_dump({
+        "old-static": {**file, "task": "node_classification", "metric": "accuracy"},
+        "old-temporal": {**file, "task": "link_prediction", "metric": "ap"},
+        "new-node": {**file, "task": "node", "metric": "accuracy"},
+        "new-static-link": {**file, "task": "link", "kind": "static", "metric": "ap"}}))
+    monkeypatch.setenv(registry.REGISTRY_ENV, str(extra))
+    got = {name: (e["task"], e["kind"]) for name, e in registry.registry().items()}
+    assert got["old-static"] == ("node", "static") and got["new-node"] == ("node", "static")
+    assert got["old-temporal"] == ("link", "temporal")
+    assert got["new-static-link"] == ("link", "static")
+    assert got["wikipedia"] == ("link", "temporal") and got["cora"] == ("node", "static")
+    with pytest.raises(DatasetError, match="'old-temporal' is registered as link prediction "
+                                           "on temporal data, not kind static"):
+        registry.dataset_entry("old-temporal", kind="static")
+    with pytest.raises(DatasetError, match="not kind temporal"):
+        registry.dataset_entry("new-static-link", task="link_prediction")
+
+
+def test_bad_data_kind_names_the_field(tmp_path, monkeypatch):
+    bad = tmp_path / "datasets.yaml"
+    bad.write_text(yaml.safe_dump({"mine": {"source": "bundle", "file": "x.npz", "task": "node",
+                                            "kind": "hetero", "metric": "accuracy"}}))
+    monkeypatch.setenv(registry.REGISTRY_ENV, str(bad))
+    with pytest.raises(DatasetError, match="entry 'mine'.*'kind' is 'hetero'; allowed: "
+                                           "static, temporal"):
         list_datasets()

@@ -1,5 +1,6 @@
 """A user's own graph: `dataset.path`, the Python API on PyG / DGL objects, an extra
 registry file, and the one-line messages for files that do not fit (docs/DATA.md)."""
+import dataclasses
 import re
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import yaml
 
 import gnnsys
 from gnnsys.config import ConfigError, from_dict
-from gnnsys.datasets import DatasetError, list_datasets, load_dataset, registry
+from gnnsys.datasets import DatasetError, list_datasets, load_dataset, load_run_graph, registry
 from gnnsys.interop import to_pyg
 from gnnsys.testing import shared_data_dir, tiny_graph
 
@@ -49,7 +50,7 @@ def doc_bundles(tmp_path, monkeypatch):
 
 def test_doc_example_static_file_trains_by_path(doc_bundles):
     config = from_dict(run_config(MINIBATCH, doc_bundles / "run", path="my_graph.npz"))
-    assert config.dataset.name == "my_graph" and config.dataset.task == "node_classification"
+    assert config.dataset.name == "my_graph" and config.dataset.task == "node"
     metrics = gnnsys.Trainer(config).fit()
     assert metrics["test_acc"] > 0.6          # the features carry the class: far above 1/3
 
@@ -294,12 +295,31 @@ def test_config_refuses_name_with_path_and_a_task_the_mode_does_not_train():
     with pytest.raises(ConfigError, match="'dataset.name'.*'dataset.path' exclude each other"):
         from_dict({"dataset": {"name": "cora", "path": "my_graph.npz"}})
     with pytest.raises(ConfigError, match="'dataset.task' is 'link_prediction' but mode "
-                                          "'minibatch' trains node_classification"):
+                                          "'minibatch' trains node prediction on static"):
         from_dict({"dataset": {"path": "my_graph.npz", "task": "link_prediction"}})
     saved = from_dict({"dataset": {"path": "my_graph.npz"}}).to_dict()
     assert from_dict(saved).dataset.name == "my_graph"      # a saved run config loads again
     with pytest.raises(ConfigError, match="exclude each other"):   # both on the command line
         from_dict({}, ["dataset.name=cora", "dataset.path=my_graph.npz"])
+
+
+def test_dataset_task_reads_todays_and_older_names_and_the_bundle_by_its_kind(doc_bundles):
+    """`dataset.task` is node or link (an older run config's node_classification /
+    link_prediction still loads, unchanged, so its checkpoint still matches); the data
+    kind the mode trains decides how a path's bundle is read."""
+    temporal = {"mode": "temporal", "model": {"arch": "tgn"}}
+    for task in ("link", "link_prediction"):
+        config = from_dict({**temporal, "dataset": {"path": "e.npz", "task": task}})
+        assert config.dataset.task == task
+    with pytest.raises(ConfigError, match="'dataset.task' is 'node' but mode 'temporal' "
+                                          "trains link prediction on temporal data"):
+        from_dict({**temporal, "dataset": {"path": "e.npz", "task": "node"}})
+    assert from_dict({**temporal, "dataset": {"path": "e.npz"}}).dataset.task == "link"
+    static = from_dict(run_config(MINIBATCH, doc_bundles / "run", path="my_graph.npz"))
+    with pytest.raises(DatasetError) as err:        # read as the temporal mode's kind
+        load_run_graph(dataclasses.replace(static, mode="temporal"))
+    assert_one_line(err, "no array 'src', which a temporal bundle needs",
+                    "it holds a static bundle (edge_index, y)", "mode: minibatch or fullgraph")
 
 
 def test_a_dataset_on_the_command_line_replaces_the_configs(repo_root):

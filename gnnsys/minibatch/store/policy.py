@@ -12,7 +12,9 @@ import numpy as np
 from partition.format import PartitionBook
 from partition.vip import degree_reachable_weights, vip_weights
 
-POLICIES = ("none", "degree", "vip")
+from ...mode_choices import MODE_CHOICES
+
+POLICIES = MODE_CHOICES["cache.policy"]
 
 
 def cache_weights(policy: str, indptr, indices, book: PartitionBook, part: int,
