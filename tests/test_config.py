@@ -100,8 +100,8 @@ def test_the_owning_module_defines_the_allowed_values(key, monkeypatch):
 
 
 # what each mode trains, written out here so the test checks the code, not itself
-TRAINS = {"minibatch": {"sage", "gcn", "gat", "mlp"}, "temporal": {"tgn", "jodie", "apan"},
-          "fullgraph": {"gcn", "sage"}}
+TRAINS = {"minibatch": {"sage", "gcn", "gat", "mlp", "linkx"},
+          "temporal": {"tgn", "jodie", "apan"}, "fullgraph": {"gcn", "sage"}}
 
 
 @pytest.mark.parametrize("mode", MODES)
