@@ -223,16 +223,3 @@ def build_model(config, in_dim: int, num_classes: int, num_nodes: int = 0) -> Mi
     return model_class("minibatch", config.model.arch).from_config(config, in_dim, num_classes,
                                                                     num_nodes)
 
-
-def __getattr__(name):
-    # each CSR fast path lives with its model; read here by older callers
-    if name in ("_sage_mean_csr", "_sage_sum", "_sage_projecting_first"):
-        from . import sage
-        return getattr(sage, name)
-    if name == "_gcn_csr":
-        from . import gcn
-        return gcn._gcn_csr
-    if name == "gat_rows":
-        from . import gat
-        return gat.gat_rows
-    raise AttributeError(name)
