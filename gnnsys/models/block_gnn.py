@@ -21,8 +21,7 @@ import torch
 from torch import nn
 
 from ..sparse_features import is_sparse, row_tensor
-from .base import (PYG_NORMS, LayerRows, MinibatchModel, csr_positions,  # noqa: F401
-                   inference_input, norm_layers)
+from .base import PYG_NORMS, LayerRows, MinibatchModel, inference_input, norm_layers
 from .registry import archs, model_class
 
 ARCHS = archs("minibatch")

@@ -10,6 +10,7 @@ norm and dropout, as PyG's final MLP has them (model.norm and model.residual do 
 apply). The adjacency weight has a row per node (`num_nodes`), indexed by dataset id."""
 from __future__ import annotations
 
+import types
 import warnings
 
 import numpy as np
@@ -102,9 +103,10 @@ class LINKX(MinibatchModel):
     def inference_of(self, graph, rows, batch_size=4096, device="cpu", layers=None):
         rows = np.asarray(rows, dtype=np.int64)
         indptr = np.asarray(graph.indptr)
-        sub = type("Rows", (), {"x": graph.x[rows], "num_nodes": len(rows),
-                                "indptr": np.concatenate([[0], np.cumsum(np.diff(indptr)[rows])]),
-                                "indices": np.asarray(graph.indices)[csr_positions(indptr, rows)]})
+        sub = types.SimpleNamespace(     # the rows' own adjacency rows, columns unchanged
+            x=graph.x[rows], num_nodes=len(rows),
+            indptr=np.concatenate([[0], np.cumsum(np.diff(indptr)[rows])]),
+            indices=np.asarray(graph.indices)[csr_positions(indptr, rows)])
         return self.inference(sub, batch_size, device, layers=layers)
 
     def step_elements(self, batch) -> int:

@@ -3,6 +3,9 @@ on graphs whose neighbours disagree (low homophily); PyG's `torch_geometric.nn.M
 the same stack (Linear, norm, ReLU, dropout; the last Linear plain)."""
 from __future__ import annotations
 
+import types
+
+import numpy as np
 import torch
 from torch import nn
 
@@ -47,7 +50,7 @@ class MLP(MinibatchModel):
         return outs.rows
 
     def inference_of(self, graph, rows, batch_size=4096, device="cpu", layers=None):
-        sub = type("Rows", (), {"x": graph.x[rows], "num_nodes": len(rows)})
+        sub = types.SimpleNamespace(x=graph.x[np.asarray(rows)], num_nodes=len(rows))
         return self.inference(sub, batch_size, device, layers=layers)
 
     def step_elements(self, batch) -> int:
