@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..mode import NodeClassificationMode
 from ..models import build_model
-from ..models.registry import archs
+from ..models.registry import archs, model_class
 from ..runlog import progress
 from ..sparse_features import feature_bytes
 from .inference import HaloGraph, halo_inference
@@ -52,6 +52,7 @@ class MinibatchMode(NodeClassificationMode):
             raise ConfigError("config key 'model.residual' is true but it needs a "
                               f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
                               "layers); drop it or add a layer")
+        model_class("minibatch", m.arch).check_config(config)
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:

@@ -41,6 +41,11 @@ class MinibatchModel(nn.Module):
         return cls(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout, m.heads,
                    m.norm, m.residual)
 
+    @classmethod
+    def check_config(cls, config) -> None:
+        """Raise ConfigError where `config.model` asks for what this model does not train
+        (called when the config loads)."""
+
     @property
     def num_layers(self) -> int:
         return len(self.widths) - 1

@@ -36,6 +36,17 @@ class LINKX(MinibatchModel):
         self.adjacency = None
 
     @classmethod
+    def check_config(cls, config) -> None:
+        """model.norm and model.residual would be ignored: refused, not dropped."""
+        from ..errors import ConfigError
+        m = config.model
+        for key, value, plain in (("norm", m.norm, "none"), ("residual", m.residual, False)):
+            if value != plain:
+                raise ConfigError(f"config key 'model.{key}' is {value!r} but model.arch linkx "
+                                  "normalises as PyG's LINKX does (batch norm in its final "
+                                  f"MLP); leave model.{key} at {plain}")
+
+    @classmethod
     def from_config(cls, config, in_dim, num_classes, num_nodes=0):
         m = config.model
         return cls(m.arch, in_dim, m.hidden, num_classes, m.layers, m.dropout,

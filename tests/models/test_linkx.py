@@ -73,6 +73,21 @@ def test_mlp_has_nothing_to_learn_there(tmp_path):
     assert result["test_acc"] < 0.7
 
 
+@pytest.mark.parametrize("key, value", [("norm", "layer"), ("residual", True)])
+def test_what_linkx_would_ignore_is_refused(key, value, capsys, repo_root):
+    from gnnsys.config import ConfigError, from_dict
+    with pytest.raises(ConfigError) as err:
+        from_dict({"model": {"arch": "linkx", key: value, "layers": 3},
+                   "sampler": {"fanouts": [3, 3, 3]}})
+    assert str(err.value) == (f"config key 'model.{key}' is {value!r} but model.arch linkx "
+                              "normalises as PyG's LINKX does (batch norm in its final MLP); "
+                              f"leave model.{key} at {'none' if key == 'norm' else False}")
+    assert main(["train", "--config", str(repo_root / "configs" / "quickstart.yaml"),
+                 "--set", "model.arch=linkx", "--set", f"model.{key}={value}",
+                 "--set", "model.layers=3", "--set", "sampler.fanouts=[3,3,3]"]) == 2
+    assert "model.arch linkx normalises as PyG's LINKX does" in capsys.readouterr().err
+
+
 def test_cli_trains_linkx(tmp_path, repo_root):
     args = ["train", "--config", str(repo_root / "configs" / "quickstart.yaml"),
             "--set", "model.arch=linkx", "--set", "dataset.name=synthetic-tiny",
