@@ -63,7 +63,7 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    arch: str = "sage"                   # sage | gcn | gat   (temporal: tgn | jodie | apan)
+    arch: str = "sage"                   # sage | gcn | gat | mlp (temporal: tgn | jodie | apan)
     hidden: int = setting(256, ">= 1")   # hidden channels
     layers: int = setting(2, ">= 1")     # message-passing layers (= number of fanouts)
     dropout: float = setting(0.5, "in [0, 1)")

@@ -1,9 +1,10 @@
-"""A minibatch run's model as PyG's own GraphSAGE / GCN / GAT, to serve without gnnsys.
+"""A minibatch run's model as PyG's own model, to serve without gnnsys.
 
-BlockGNN is that basic GNN layer for layer (the same convs; norm, ReLU, dropout between
-layers; GAT heads concatenated, averaged in the last layer; GCN's global-degree weights
-over full neighbourhoods are GCNConv's own, on a graph without self loops). The file,
-weights only: {"class", "kwargs", "state_dict", "features": how the run prepared its
+Each model names its PyG counterpart (`MinibatchModel.pyg_export`): SAGE, GCN and GAT are
+PyG's basic GNN layer for layer (the same convs; norm, ReLU, dropout between layers; GAT
+heads concatenated, averaged in the last layer; GCN's global-degree weights over full
+neighbourhoods are GCNConv's own, on a graph without self loops), MLP is PyG's MLP. The
+file, weights only: {"class", "kwargs", "state_dict", "features": how the run prepared its
 inputs (README, "Use")}. model.residual, full-graph and temporal runs are refused.
 """
 from __future__ import annotations
@@ -14,10 +15,6 @@ import numpy as np
 import torch
 
 from .errors import ConfigError
-
-CLASSES = {"sage": "GraphSAGE", "gcn": "GCN", "gat": "GAT"}
-NORMS = {"none": {}, "layer": {"norm": "layer_norm", "norm_kwargs": {"mode": "node"}},
-         "batch": {"norm": "batch_norm"}}
 
 
 def export_pyg(result, path=None) -> dict:
@@ -34,32 +31,29 @@ def export_pyg(result, path=None) -> dict:
                           "be exported as a torch_geometric model; use gnnsys.load_run(run_dir)"
                           ".model (weights: checkpoint.pt in the run directory)")
     model = result.model
-    kwargs = dict(in_channels=model.convs[0].in_channels, hidden_channels=m.hidden,
-                  num_layers=m.layers, out_channels=model.convs[-1].out_channels,
-                  dropout=m.dropout, **NORMS[m.norm])
-    if m.arch == "gat":
-        kwargs["heads"] = m.heads
-    pyg = getattr(pyg_nn, CLASSES[m.arch])(**kwargs)
+    name, kwargs = model.pyg_export(config)
+    pyg = getattr(pyg_nn, name)(**kwargs)
     names = {k.replace(".module.", "."): k for k in pyg.state_dict()}  # PyG's BatchNorm wraps
-    pyg.load_state_dict({names[k]: v for k, v in model.state_dict().items()})
+    pyg.load_state_dict({names.get(k, k): v for k, v in model.state_dict().items()})
     features = {"normalize": d.normalize_features, "dtype": d.feature_dtype}
-    if m.arch == "gcn" or d.normalize_features == "standard":
-        _check_graph(config, result._graph, features)
-    saved = {"class": CLASSES[m.arch], "kwargs": kwargs, "state_dict": pyg.state_dict(),
+    if model.export_refuses_self_loops or d.normalize_features == "standard":
+        _check_graph(config, result._graph, features, model.export_refuses_self_loops)
+    saved = {"class": name, "kwargs": kwargs, "state_dict": pyg.state_dict(),
              "features": features}
     if path is not None:
         write_output(path, torch_bytes(saved), needed=result.needed_files())
     return saved
 
 
-def _check_graph(config, graph, features: dict) -> None:
-    """GCN: refuse a graph with self loops (gnnsys counts them in the degree and adds one
+def _check_graph(config, graph, features: dict, no_self_loops: bool) -> None:
+    """`no_self_loops` (GCN): refuse a graph with self loops (gnnsys counts them in the
+    degree and adds one
     more; GCNConv keeps one). Standard features: their training-node mean and std."""
     from .datasets.for_run import load_run_graph
     from .sparse_features import densified
     raw = dataclasses.replace(config.dataset, normalize_features="none", feature_dtype="float32")
     graph = load_run_graph(dataclasses.replace(config, dataset=raw), graph)
-    edges = graph.edge_index() if config.model.arch == "gcn" else np.zeros((2, 0))
+    edges = graph.edge_index() if no_self_loops else np.zeros((2, 0))
     loops = int((edges[0] == edges[1]).sum())
     if loops:
         raise ConfigError(f"the run's graph has {loops} self loops, which GCNConv weighs "

@@ -8,7 +8,7 @@ leaving the aggregation to the model: on synthetic-products (fanouts 15,10,5, ba
 1,024) that is 147k aggregated rows written instead of 490k gathered ones, and no
 relabel of the last hop's 735k picks. Numba only.
 
-The weights are the model's (gnnsys/models/block_gnn.py), from the graph's in-degrees d:
+The weights are the model's (gnnsys/models/sage.py, gcn.py), from the graph's in-degrees d:
 - "mean": 1 / (picks of the target) per pick (SAGE's root row stays the model's);
 - "gcn": per pick s of target t, (d_s + 1)^-1/2 (d_t + 1)^-1/2 d_t / max(picks, 1) (GCN's
   symmetric normalisation over the full neighbourhood, the sampled sum scaled up to it),

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 from gnnsys import runlog
 from gnnsys.config import load_config
 from gnnsys.datasets.for_run import load_run_graph
-from gnnsys.models import block_gnn
+from gnnsys.models import base, sage
 from gnnsys.models.dropout import dropout as hashed_dropout
 from samplers import FusedSampler
 
@@ -61,9 +61,10 @@ def _two_pass_relu_dropout(x, p, training):
     return hashed_dropout(F.relu(x), p, training)
 
 
-# name: what it patches into gnnsys.models.block_gnn, each change on its own ("gather":
-# the sampler gathers the first layer's source rows instead of averaging them)
-SHIPPED = {"relu_dropout": block_gnn.relu_dropout, "_sage_mean_csr": block_gnn._sage_mean_csr}
+# name: what it patches into the module that calls it (OWNERS), each change on its own
+# ("gather": the sampler gathers the first layer's source rows instead of averaging them)
+OWNERS = {"relu_dropout": base, "_sage_mean_csr": sage}
+SHIPPED = {name: getattr(module, name) for name, module in OWNERS.items()}
 VARIANTS = {
     "pyg+torch-dropout": {"relu_dropout": _torch_relu_dropout, "_sage_mean_csr": _pyg_sage,
                           "gather": True},
@@ -137,7 +138,7 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
         name = variants[step % len(variants)]
         for attr, value in {**SHIPPED, **VARIANTS[name]}.items():
             if attr != "gather":
-                setattr(block_gnn, attr, value)
+                setattr(OWNERS[attr], attr, value)
         forward.clear()
         grad_seen.clear()
         wait_before = mode.wait_s
@@ -166,7 +167,7 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
                               "backward": backward, "optimizer": end - backward_end,
                               "step": end - start})
     for attr, value in SHIPPED.items():
-        setattr(block_gnn, attr, value)
+        setattr(OWNERS[attr], attr, value)
     model.layer = plain_layer
     return results
 

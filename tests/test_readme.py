@@ -15,7 +15,6 @@ package under test). A comment on the line before a block's fence says more:
 """
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path

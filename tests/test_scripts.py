@@ -280,9 +280,9 @@ def test_bench_fullgraph(run, tmp_path):
 def test_bench_epoch(run, tmp_path):
     """Every variant steps the real loop's batches; every phase of every counted step is
     timed, the layers' FLOPs counted, and the model is left as shipped."""
-    from gnnsys.models import block_gnn
+    from gnnsys.models import base, sage
     from gnnsys.models.dropout import relu_dropout
-    shipped_mean = block_gnn._sage_mean_csr
+    shipped_mean = sage._sage_mean_csr
     out = run("bench_epoch", "--config", "configs/quickstart.yaml", "--steps", "2",
               "--warmup", "1", "--json", tmp_path / "e.json",
               *sets(*MINIBATCH, f"run.dir={tmp_path / 'run'}"))
@@ -298,7 +298,7 @@ def test_bench_epoch(run, tmp_path):
     assert len(saved["flops"]) == 2 and all(f > 0 for f in saved["flops"])
     [first] = rows(out, "pyg+torch-dropout")
     assert first[-1] == "1.00x"
-    assert block_gnn.relu_dropout is relu_dropout and block_gnn._sage_mean_csr is shipped_mean
+    assert base.relu_dropout is relu_dropout and sage._sage_mean_csr is shipped_mean
 
 
 def test_the_dgl_peer_compiles_and_takes_what_bench_epoch_passes():

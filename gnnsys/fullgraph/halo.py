@@ -27,8 +27,9 @@ import scipy.sparse as sp
 import torch
 
 from gnnsys.graph import Graph
+from gnnsys.models.registry import archs
 
-ARCHS = ("gcn", "sage")
+ARCHS = archs("fullgraph")
 
 
 # ----------------------------------------------------------------------------- weights

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..models.block_gnn import LayerRows, inference_input
+from ..models.base import LayerRows, inference_input
 from ..sparse_features import is_sparse, stacked_rows
 from .store.fetch import RemoteFetcher
 
@@ -38,7 +38,7 @@ class HaloGraph:
 def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: int,
                    batch_size: int = 4096, device="cpu", progress=None,
                    layers: int | None = None) -> torch.Tensor:
-    """Outputs [num_own, C] of the worker's own rows (model: a BlockGNN; x_own dense
+    """Outputs [num_own, C] of the worker's own rows (model: a `MinibatchModel`; x_own dense
     or CSR); of its first `layers` layers if given."""
     model.eval()
     # float16 rows stay float16 through the first layer's fetch; the layer converts them
@@ -49,16 +49,16 @@ def halo_inference(model, halo: HaloGraph, x_own: np.ndarray, comm, book, part: 
     global_ids = torch.from_numpy(halo.global_ids)
     n = halo.num_own
     steps = range(0, n, batch_size)
-    for i in range(layers or len(model.convs)):
+    for i in range(layers or model.num_layers):
         fetcher = RemoteFetcher(comm, book, part, h_own if is_sparse(h_own) else h_own.numpy())
         h_halo = fetcher.fetch(halo.halo)       # local ids: own rows, then these
-        outs = LayerRows(n, model.convs[i].out_channels)
+        outs = LayerRows(n, model.widths[i + 1])
         for start in (progress(steps, f"inference layer {i + 1}") if progress else steps):
             stop = min(start + batch_size, n)
             src = cols[int(indptr[start]):int(indptr[stop])]
             dst = torch.repeat_interleave(torch.arange(stop - start),
                                           indptr[start + 1:stop + 1] - indptr[start:stop])
-            # Sources in local order: the targets first (as BlockGNN layers expect), then
+            # Sources in local order: the targets first (as a model's layers expect), then
             # the other neighbours.
             targets = torch.arange(start, stop)
             others = torch.unique(src[(src < start) | (src >= stop)])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..models.block_gnn import FIRST_LAYER_AGGREGATES
+from ..models.registry import model_class
 from ..prefetch import prefetched
 from ..sparse_features import densified, is_sparse
 from .batch import MiniBatch
@@ -55,7 +55,7 @@ def first_layer_aggregate(config, features, row_of) -> str | None:
     if (features is None or is_sparse(features) or features.dtype != np.float32
             or row_of is not None):
         return None
-    return FIRST_LAYER_AGGREGATES.get(config.model.arch)
+    return model_class("minibatch", config.model.arch).first_layer_aggregate
 
 
 def store_sampler(config, indptr, indices, store):

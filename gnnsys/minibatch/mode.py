@@ -1,4 +1,5 @@
-"""Minibatch mode plug-in (GraphSAGE / GCN / GAT on sampled neighbourhoods), 1 or K workers.
+"""Minibatch mode plug-in (the models of `gnnsys.models.registry` on sampled
+neighbourhoods), 1 or K workers.
 
 One worker trains on the whole graph in memory. K workers follow SALIENT++: the driver
 makes sure the partitions exist (`gnnsys.partitions`), then each worker
@@ -26,17 +27,17 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..mode import NodeClassificationMode
 from ..models import build_model
-from ..models.block_gnn import ARCHS
+from ..models.registry import archs, model_class
 from ..partitions import ALL_SETTINGS
 from ..runlog import progress
-from ..sparse_features import feature_bytes, is_sparse
+from ..sparse_features import feature_bytes
 from .inference import HaloGraph, halo_inference
 from .loader import NodeLoader, fused_sampler, store_sampler
 
 
 class MinibatchMode(NodeClassificationMode):
     grad_op = "mean"             # each rank's loss is the mean over its own batch
-    supports = {"model.arch": ARCHS, "train.compile": (False,)}
+    supports = {"model.arch": archs("minibatch"), "train.compile": (False,)}
     partition_keys = ALL_SETTINGS    # VIP row order follows the sampler, stored rows the features
     reductions = {"batch_wait_s": "max", "fetch_s": "max", "local_rows": "sum",
                   "cache_hits": "sum", "remote_rows": "sum", "rows_served": "sum",
@@ -54,6 +55,7 @@ class MinibatchMode(NodeClassificationMode):
             raise ConfigError("config key 'model.residual' is true but it needs a "
                               f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
                               "layers); drop it or add a layer")
+        model_class("minibatch", m.arch).check_config(config)
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -79,12 +81,12 @@ class MinibatchMode(NodeClassificationMode):
         from ..step_memory import check_step_fits, shapes_only
 
         def build():
-            return build_model(self.config, self.data.in_dim, self.data.num_classes)
+            return build_model(self.config, self.data.in_dim, self.data.num_classes,
+                               len(self.data.degree))
         # the parameters alone, before they are allocated; the first batch adds its layers
         check_step_fits(shapes_only(build), 0, "", "model.hidden or model.layers")
-        self.model = build()
-        if self.config.model.arch == "gcn":
-            self.model.set_degree(self.data.degree)
+        self.model = build().set_degree(self.data.degree)
+        self.model.set_adjacency(self.data.adjacency)
         return self.model.to(self.ctx.device)
 
     def train_batches(self, epoch: int, loader=None):
@@ -100,29 +102,11 @@ class MinibatchMode(NodeClassificationMode):
             ready = time.perf_counter()
 
     def check_step_fits(self, batch) -> None:
-        """Once, on the first batch: every layer's output rows and its messages, one per
-        sampled edge (PyG's convs over edge_index gather them: SAGE as wide as the layer's
-        input, GCN and GAT, which project first, as its output; SAGE's first layer may
-        project first too, so the narrower of the two there). Where the model aggregates
-        over CSR rows instead (`BlockGNN.aggregates_as_csr`) there are no messages, but
-        the aggregated rows and the linear maps' outputs exist beside their sum (GAT:
-        every source row projected, and a few numbers per edge and head)."""
+        """Once, on the first batch: what the model's step holds beside its parameters
+        (`MinibatchModel.step_elements`)."""
         from ..step_memory import check_step_fits
         m = self.config.model
-        widths = [self.data.in_dim] + [m.hidden] * (len(batch.blocks) - 1) + \
-            [self.data.num_classes]
-        elements = 0
-        for i, block in enumerate(batch.blocks):
-            wide_in, wide_out = widths[i], widths[i + 1]
-            if self.model.aggregates_as_csr(i == 0 and is_sparse(batch.x), batch.x.device):
-                if m.arch == "gat":
-                    elements += (block.num_src + 2 * block.num_dst) * wide_out
-                    elements += 4 * m.heads * (block.edge_index.shape[1] + block.num_dst)
-                else:
-                    elements += block.num_dst * (wide_in + 3 * wide_out)
-                continue
-            message = wide_in if m.arch == "sage" and i > 0 else min(wide_in, wide_out)
-            elements += block.num_dst * wide_out + block.edge_index.shape[1] * message
+        elements = self.model.step_elements(batch)
         edges = sum(block.edge_index.shape[1] for block in batch.blocks)
         check_step_fits(self.model, elements,
                         f"the first batch's {len(batch.blocks)} layers output "
@@ -193,6 +177,10 @@ class GraphData(PartedData):
                                  shuffle=True, drop_last=s.drop_last, prefetch=s.prefetch,
                                  seed=config.train.seed, device=ctx.device)
 
+    def adjacency(self) -> tuple:
+        """(indptr, indices, dataset id of each row or None): ids are the dataset's."""
+        return self.graph.indptr, self.graph.indices, None
+
     def predict(self, model, bar, layers=None) -> torch.Tensor:
         return model.inference(self.graph, self.config.sampler.eval_batch_size,
                                self.ctx.device, progress=bar, layers=layers)
@@ -238,6 +226,12 @@ class PartData(PartedData):
                                  num_batches=num_batches, transform=self.store.fill_missing,
                                  device=ctx.device)
         self.halo = HaloGraph(indptr, indices, self.lo, self.hi)
+        self.indptr, self.indices = indptr, indices
+
+    def adjacency(self) -> tuple:
+        """(indptr, indices, dataset id of each row): the parts' rows are relabelled."""
+        ids = [self.parts.array(k, "orig_ids") for k in range(self.parts.num_parts)]
+        return self.indptr, self.indices, np.concatenate(ids).astype(np.int64)
 
     def _own_split(self, name: str) -> np.ndarray:
         ids = self.parts.array(self.ctx.rank, f"{name}_idx")

@@ -22,11 +22,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..models.registry import archs
 from .batch import slot_gaps, uses_neighbors
 from .memory import RowLayout
 from .slot_attention import slot_attention
 
-ARCHS = ("tgn", "jodie", "apan")
+ARCHS = archs("temporal")
 
 
 class TimeEncoder(nn.Module):

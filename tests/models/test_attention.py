@@ -7,7 +7,8 @@ import torch
 from torch_geometric.nn import GATConv
 
 from gnnsys.models.attention import _by_source, _WeightedSum, gat_csr
-from gnnsys.models.block_gnn import BlockGNN, gat_rows
+from gnnsys.models.block_gnn import BlockGNN
+from gnnsys.models.gat import gat_rows
 
 
 def block(num_src=40, num_dst=15, num_edges=120, seed=0):

@@ -114,7 +114,7 @@ def test_gcn_as_csr_equals_pygs_message_passing(in_dim, out_dim):
     """The CSR GCN layer (edges in any order, repeated edges, a target without neighbours,
     self loops) equals PyG's GCNConv over the same weighted edges, forward and gradient."""
     from torch_geometric.nn import GCNConv
-    from gnnsys.models.block_gnn import _gcn_csr
+    from gnnsys.models.gcn import _gcn_csr
     torch.manual_seed(0)
     conv = GCNConv(in_dim, out_dim, add_self_loops=False, normalize=False)
     torch.nn.init.normal_(conv.bias)
@@ -136,7 +136,7 @@ def test_sage_mean_as_csr_equals_pygs_message_passing():
     """The CSR mean (edges in any order, repeated edges, a target without neighbours)
     equals PyG's SAGEConv, forward and gradient."""
     from torch_geometric.nn import SAGEConv
-    from gnnsys.models.block_gnn import _sage_mean_csr
+    from gnnsys.models.sage import _sage_mean_csr
     torch.manual_seed(0)
     conv = SAGEConv(6, 5)
     src = torch.tensor([3, 1, 4, 4, 0, 6, 2, 5, 1])

@@ -1,0 +1,37 @@
+"""Which model each mode trains under each `model.arch`: (mode, arch) -> "module:attr".
+
+Names only (no imports): `model.arch`'s vocabulary of a mode is `archs(mode)`, read by
+the mode's `supports` without loading any model. A minibatch entry is a class following
+`gnnsys.models.base.MinibatchModel`; adding a minibatch model is its module plus one line
+here. Full-graph and temporal entries name what those modes build (their own contracts).
+"""
+from __future__ import annotations
+
+import importlib
+
+MODELS = {
+    ("minibatch", "sage"): "gnnsys.models.sage:SAGE",
+    ("minibatch", "gcn"): "gnnsys.models.gcn:GCN",
+    ("minibatch", "gat"): "gnnsys.models.gat:GAT",
+    ("minibatch", "mlp"): "gnnsys.models.mlp:MLP",
+    ("minibatch", "linkx"): "gnnsys.models.linkx:LINKX",
+    ("fullgraph", "gcn"): "gnnsys.fullgraph.model:FullGraphGNN",
+    ("fullgraph", "sage"): "gnnsys.fullgraph.model:FullGraphGNN",
+    ("temporal", "tgn"): "gnnsys.temporal.models:build_model",
+    ("temporal", "jodie"): "gnnsys.temporal.models:build_model",
+    ("temporal", "apan"): "gnnsys.temporal.models:build_model",
+}
+
+
+def archs(mode: str) -> tuple:
+    """The `model.arch` values `mode` trains, in registry order."""
+    return tuple(arch for (m, arch) in MODELS if m == mode)
+
+
+def model_class(mode: str, arch: str):
+    """The registered object of (mode, arch), imported on use."""
+    if (mode, arch) not in MODELS:
+        raise ValueError(f"model.arch '{arch}' is not a {mode} model; use one of "
+                         f"{', '.join(archs(mode))}")
+    module, name = MODELS[mode, arch].split(":")
+    return getattr(importlib.import_module(module), name)
