@@ -72,13 +72,17 @@ def test_doc_example_temporal_file_trains_by_path(doc_bundles):
     assert 0.0 <= metrics["test_ap"] <= 1.0
 
 
-def test_predictions_are_keyed_by_the_bundles_own_node_ids(doc_bundles):
-    """node_ids: the user's id of each node (not 0..N-1, not sorted) keys the predictions
+@pytest.mark.parametrize("order", ["shuffled", "sorted"])
+def test_predictions_are_keyed_by_the_bundles_own_node_ids(doc_bundles, order):
+    """node_ids: the user's id of each node (not 0..N-1; shuffled, or sorted with gaps, where
+    a mapping that assumed contiguous or unsorted ids would go wrong) keys the predictions
     and --nodes, through a 2-worker run whose parts relabel the rows."""
     from gnnsys.cli import main
     with np.load(doc_bundles / "my_graph.npz") as arrays:
         bundle = dict(arrays)
-    ids = 10 ** 9 + 3 * np.random.default_rng(0).permutation(len(bundle["y"]))
+    n = len(bundle["y"])
+    ids = 10 ** 9 + 3 * (np.random.default_rng(0).permutation(n) if order == "shuffled"
+                         else np.arange(n))
     np.savez(doc_bundles / "ids.npz", **bundle, node_ids=ids)
     data = run_config(MINIBATCH, doc_bundles / "run", path="ids.npz")
     data.update(cluster={"workers": 2, "launcher": "threads"},
