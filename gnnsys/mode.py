@@ -31,7 +31,7 @@ def mode_class(name: str) -> type[Mode]:
 
 class Mode:
     """One training mode on one rank. Subclasses set the class attributes and implement
-    build_model, train_batches, predict and score; the rest have working defaults."""
+    build_model, train_batches, split_outputs and score; the rest have working defaults."""
 
     task: str = "node"                     # what it predicts: node (a class) | link
     data_kind: str = "static"              # the graph it trains on: static | temporal
@@ -88,7 +88,7 @@ class Mode:
         """This rank's counters of the epoch for the log; each key declared in `reductions`."""
         return {}
 
-    def predict(self, splits: tuple) -> dict:
+    def split_outputs(self, splits: tuple) -> dict:
         """{split: {name: tensor or array}}: this rank's share of each split's outputs, in
         one pass where the mode can; the loop gathers them from every rank (rows in rank
         order, concatenated: `gather_outputs`) and hands each split's to `score`. A node
@@ -156,13 +156,13 @@ class NodeClassificationMode(Mode):
     def metric(self) -> str:
         return METRIC_KEY[self.dataset_metric]
 
-    def predict(self, splits: tuple, layers: int | None = None) -> dict:
-        """As `Mode.predict`; `layers`: "logits" holds the output of the model's first
+    def split_outputs(self, splits: tuple, layers: int | None = None) -> dict:
+        """As `Mode.split_outputs`; `layers`: "logits" holds the output of the model's first
         that many layers instead (node embeddings, `RunResult.embeddings`)."""
         raise NotImplementedError
 
     def predict_rows(self, rows, layers: int | None = None) -> dict | None:
-        """One worker: as `predict`, for dataset rows `rows` alone, in their order
+        """One worker: as `split_outputs`, for dataset rows `rows` alone, in their order
         ({"rows", "logits", "labels"}), inferred over their neighbourhood; None where the
         mode cannot (then every node is inferred and the rows picked)."""
         return None

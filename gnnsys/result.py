@@ -483,7 +483,7 @@ def _predict_worker(ctx, config, state, split, layers, rows, *prepared) -> dict:
     if rows is not None and ctx.world_size == 1 and \
             (got := mode.predict_rows(rows, layers)) is not None:
         return got
-    return gather_outputs(ctx.comm, mode.predict((split,), layers))[split]
+    return gather_outputs(ctx.comm, mode.split_outputs((split,), layers))[split]
 
 
 def _score_worker(ctx, config, state, args, *prepared) -> dict:

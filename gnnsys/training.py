@@ -319,7 +319,7 @@ class TrainingLoop:
     def evaluate(self, splits: tuple) -> dict:
         """The metrics of `splits`: the mode's outputs of every rank, gathered once (in
         rank order, concatenated per output) and scored by the mode."""
-        outputs = gather_outputs(self.comm, self.mode.predict(splits))
+        outputs = gather_outputs(self.comm, self.mode.split_outputs(splits))
         return {k: v for split in splits for k, v in self.mode.score(split, outputs[split]).items()}
 
     def _peak_memory(self) -> float:
@@ -546,7 +546,7 @@ def split_process_counters(ranks: list[dict]) -> list[dict]:
 
 
 def gather_outputs(comm, outputs: dict) -> dict:
-    """{split: {name: every rank's share, concatenated in rank order}} of `Mode.predict`'s
+    """{split: {name: every rank's share, concatenated in rank order}} of `Mode.split_outputs`'s
     outputs (tensors on the host): one gather."""
     mine = {split: {name: v.cpu() if isinstance(v, torch.Tensor) else v
                     for name, v in named.items()} for split, named in outputs.items()}

@@ -146,7 +146,7 @@ def test_every_mode_implements_the_typed_contract():
     for name in MODES:
         cls = mode_class(name)
         assert issubclass(cls, Mode), name
-        for method in ("build_model", "train_batches", "predict", "score"):
+        for method in ("build_model", "train_batches", "split_outputs", "score"):
             assert getattr(cls, method) is not getattr(Mode, method), (name, method)
         assert cls.grad_op in ("mean", "sum") and cls.task in TASKS
         assert cls.data_kind in KINDS

@@ -180,7 +180,7 @@ class FullGraphMode(NodeClassificationMode):
 
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
-    def predict(self, splits: tuple, layers: int | None = None) -> dict:
+    def split_outputs(self, splits: tuple, layers: int | None = None) -> dict:
         """One full-graph pass in full precision (no quantisation): each split's logits,
         labels and node ids of this rank's rows ("all": every row it owns)."""
         self.model.eval()

@@ -120,7 +120,7 @@ class MinibatchMode(NodeClassificationMode):
         self.wait_s = 0.0
         return stats
 
-    def predict(self, splits: tuple, layers: int | None = None) -> dict:
+    def split_outputs(self, splits: tuple, layers: int | None = None) -> dict:
         """Exact layer-wise inference once; each split's logits and labels of own rows."""
         show = self.config.train.progress and self.ctx.is_main
         bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))

@@ -191,7 +191,7 @@ class TemporalMode(Mode):
                                  moved.root_time[:2 * b])
 
     # ----------------------------------------------------------------------- evaluation
-    def predict(self, splits: tuple) -> dict:
+    def split_outputs(self, splits: tuple) -> dict:
         """Each phase in order: validation continues from the memory training left, the
         test from the memory the selected epoch's validation left."""
         return {phase: self._eval_phase(phase) for phase in splits}

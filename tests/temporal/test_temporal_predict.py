@@ -49,7 +49,7 @@ def final_evaluation(result, graph):
                          best_state(result.config, result.run_dir), *prepared)
     negatives = np.concatenate([b.negatives for b in mode.planner.epoch(
         "test", result.config.train.epochs, result.config.temporal.eval_negatives)])
-    return mode.predict(("test",))["test"], negatives, prepared[0]
+    return mode.split_outputs(("test",))["test"], negatives, prepared[0]
 
 
 @pytest.mark.parametrize("arch, pair_history", [("tgn", False), ("jodie", False),
