@@ -22,14 +22,14 @@ REQUIRED = ("layer", "inference", "step_elements")
 CONTRACT = "gnnsys.models.base.MinibatchModel (docs/CODEMAP.md, \"The model contract\")"
 
 
-def own_class(mode: str, path: str) -> type:
+def own_class(mode: str, path: str, built_in: tuple) -> type:
     """The class `path` names, imported and checked against the contract of `mode`'s
-    models; ConfigError naming model.arch and the fix where it is not one."""
+    models (whose own archs are `built_in`); ConfigError naming model.arch and the fix
+    where it is not one."""
     said = f"config key 'model.arch' is {path!r}"
     if mode not in MODES:
-        from .registry import archs
         raise ConfigError(f"{said}, a model class of your own, but mode '{mode}' trains only "
-                          f"its built-in archs ({', '.join(archs(mode))}); a class of your "
+                          f"its built-in archs ({', '.join(built_in)}); a class of your "
                           f"own trains in mode {' or '.join(MODES)}")
     if not PATH.fullmatch(path):
         raise ConfigError(f"{said}: a class of your own is named module:Class, e.g. "

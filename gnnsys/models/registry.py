@@ -40,7 +40,7 @@ def model_class(mode: str, arch: str):
     imported on use."""
     if is_class_path(arch):
         from .own import own_class
-        return own_class(mode, arch)
+        return own_class(mode, arch, archs(mode))
     if (mode, arch) not in MODELS:
         raise ValueError(f"model.arch '{arch}' is not a {mode} model; use one of "
                          f"{', '.join(archs(mode))}")

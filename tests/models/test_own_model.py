@@ -1,6 +1,7 @@
 """A model class of the user's own (examples/own_model.py), named by import path in
 model.arch or handed to Trainer: trains on one worker and on two, its run rebuilds it
 (load_run, gnnsys predict), and each thing that is not such a class is one clear line."""
+import sys
 import textwrap
 from pathlib import Path
 
@@ -70,6 +71,22 @@ def test_cli_trains_predicts_and_refuses_to_export_own_model(tmp_path, capsys, r
     assert main(["export", str(run_dir), "--out", str(tmp_path / "m.pt")]) == 2
     assert (f"model.arch {PATH} cannot be exported as a torch_geometric model"
             in capsys.readouterr().err)
+
+
+def test_a_run_whose_module_is_gone_is_one_line(tmp_path, monkeypatch, capsys):
+    """The saved config names the class by path: where it no longer imports, predict
+    says which module to make importable."""
+    (tmp_path / "moved_model.py").write_text((EXAMPLES / "own_model.py").read_text())
+    monkeypatch.syspath_prepend(str(tmp_path))
+    gnnsys.Trainer(settings(tmp_path, arch="moved_model:NeighbourMeanMLP")).fit()
+    (tmp_path / "moved_model.py").unlink()
+    monkeypatch.delitem(sys.modules, "moved_model")
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "run"), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "config key 'model.arch' is 'moved_model:NeighbourMeanMLP' but module moved_model " \
+           "is not importable here; install it or put its directory on PYTHONPATH" in err
+    assert "Traceback" not in err and not (tmp_path / "p.npz").exists()
 
 
 MODULE = '''
