@@ -36,7 +36,7 @@ def own_class(mode: str, path: str, built_in: tuple) -> type:
                           "my_models:MyGNN")
     module_name, qualname = path.split(":")
     try:
-        obj = importlib.import_module(module_name)
+        module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if not f"{module_name}.".startswith(f"{err.name}."):   # a module it imports is missing
             raise ConfigError(f"{said} but importing {module_name} failed: {err}") from None
@@ -46,13 +46,19 @@ def own_class(mode: str, path: str, built_in: tuple) -> type:
     except Exception as err:
         raise ConfigError(f"{said} but importing {module_name} failed: "
                           f"{type(err).__name__}: {err}") from None
+    found = attribute(module, qualname)
+    if found is None:
+        raise ConfigError(f"{said} but module {module_name} has no {qualname}; name a "
+                          "class defined there")
+    check_contract(found, said)
+    return found
+
+
+def attribute(module, qualname: str):
+    """What `qualname` (dotted: a class in a class) names in `module`, or None."""
     for part in qualname.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"{said} but module {module_name} has no {qualname}; name a "
-                              "class defined there")
-        obj = getattr(obj, part)
-    check_contract(obj, said)
-    return obj
+        module = getattr(module, part, None)
+    return module
 
 
 def check_contract(cls, said: str) -> None:
@@ -99,10 +105,7 @@ def class_path(cls) -> str:
         raise ConfigError(f"model_class {qualname} is defined inside a function, where its "
                           f"import path cannot find it; define it at the top level of {module}")
     path = f"{module}:{qualname}"
-    found = importlib.import_module(module)
-    for part in qualname.split("."):
-        found = getattr(found, part, None)
-    if found is not cls:
+    if attribute(importlib.import_module(module), qualname) is not cls:
         raise ConfigError(f"model_class {qualname} is not what its import path {path} names "
                           "(a class redefined, or its module imported under another name); "
                           "import it from its module")
