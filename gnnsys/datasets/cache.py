@@ -13,7 +13,7 @@ from typing import Callable
 
 from gnnsys.datasets.errors import DatasetError
 from gnnsys.graph import Graph
-from partition.format import open_own
+from common.files import open_own
 
 
 def is_cached(directory: Path) -> bool:

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from partition.format import pid_alive
+from common.files import pid_alive
 
 from .. import allocator
 from ..errors import ConfigError
