@@ -475,7 +475,7 @@ def announce_kernel_compiles() -> None:
         def on_start(self, ev):
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
             package = (getattr(func, "__module__", None) or "").split(".")[0]
-            if package not in ("samplers", "gnnsys"):
+            if package not in ("common", "samplers", "gnnsys"):
                 return
             self.compiles += 1                 # an epoch that compiled is not the pace
             if not self.said:
