@@ -26,7 +26,7 @@ import threading
 import traceback
 
 from .config import load_config
-from .errors import ConfigError, NoSpaceForOutput
+from .errors import ConfigError, DatasetError, NoSpaceForOutput, WorkerFailure
 
 
 def _train(args) -> int:
@@ -222,8 +222,6 @@ def _on_stop_signal(signum, frame):
 
 def explain(err: BaseException) -> tuple[int, str]:
     """(exit code, one line) for a failure: 2 for bad input (config, dataset files, paths)."""
-    from .datasets.errors import DatasetError
-    from .distributed.launcher import WorkerFailure
     from partition.format import PartitionError
     text = " ".join(str(err).split())
     if isinstance(err, KeyboardInterrupt) and _received:

@@ -1,5 +1,7 @@
 """The errors a user can act on, in a leaf module: anything may raise them without
-importing the config machinery (or what it imports)."""
+importing the config machinery (or what it imports). The command line catches these by
+class (gnnsys/cli.py). The array-only packages raise their own (partition.format's
+PartitionError), as they never import gnnsys."""
 
 
 class ConfigError(ValueError):
@@ -30,6 +32,20 @@ class DatasetMismatch(ConfigError):
     """Data that is not what the run's checkpoint was made from: its files changed since
     (by content), or a graph the model does not fit (feature width, class count)."""
     label = "dataset error"
+
+
+class DatasetError(ValueError):
+    """Unknown dataset name, missing files or a bad split/params; the message says the fix.
+    Every dataset loader raises it for a dataset that cannot be loaded."""
+
+
+class WorkerFailure(RuntimeError):
+    """A worker died or raised; the message names the rank and the cause."""
+
+
+class NetClusterError(RuntimeError):
+    """An emulated cluster's set-up is impossible or failed; the message is one line
+    saying why and what to do."""
 
 
 class NoSpaceForOutput(OSError):

@@ -6,7 +6,7 @@ memory-mapped from disk. Row `v` of the CSR lists the vertices whose messages fl
 `v` (its in-neighbours); for the symmetric graphs most datasets are, that is simply the
 neighbour list. Saving writes one `.npy` per array plus `meta.json` (no pickle).
 
-Depends on numpy, scipy (and `partition.format` for atomic writes); no torch.
+Depends on numpy, scipy (and `common.files` for atomic writes); no torch.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from partition.format import atomic_directory, save_array
+from common.files import atomic_directory, save_array
 
 _ARRAYS = ("indptr", "indices", "x", "y", "train_idx", "val_idx", "test_idx")
 FORMAT_VERSION = 1

@@ -25,16 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from .errors import NetClusterError
+
 RAY_PORT = 6379
 DASHBOARD_PORT = 8265
 TOOL_TIMEOUT_S = 20          # any single ip / tc call
 RAY_START_TIMEOUT_S = 90     # one `ray start`
 PREFIX_RE = re.compile(r"^gns(\d+)[a-z]$")
 _runs = itertools.count()
-
-
-class NetClusterError(RuntimeError):
-    """Set-up is impossible or failed; the message is one line saying why and what to do."""
 
 
 def unavailable_reason() -> str | None:

@@ -35,7 +35,7 @@ from torch_geometric.sampler.base import NumNeighbors
 from torch_geometric.sampler.utils import to_csc
 
 from samplers import NodeMap, count_hop, fill_hop
-from samplers.rng import seed_to_u64
+from common.rng import seed_to_u64
 
 from .prefetch import prefetched
 

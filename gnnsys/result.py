@@ -478,7 +478,7 @@ def _predict_worker(ctx, config, state, split, layers, rows, *prepared) -> dict:
     """One rank of `RunResult.predict` (or of a layer's `embeddings`): every rank's
     outputs of `split` gathered; or, where the mode can, those of dataset rows `rows`
     alone ({"rows", "logits", "labels"})."""
-    from .training import gather_outputs
+    from .distributed.ranks import gather_outputs
     mode = restored_mode(ctx, config, state, *prepared)
     if rows is not None and ctx.world_size == 1 and \
             (got := mode.predict_rows(rows, layers)) is not None:
@@ -499,7 +499,7 @@ def _embed_worker(ctx, config, state, args, *prepared) -> dict:
 
 
 def _gathered(ctx, share: dict) -> dict:
-    from .training import gather_outputs
+    from .distributed.ranks import gather_outputs
     return gather_outputs(ctx.comm, {"q": share})["q"]
 
 

@@ -40,7 +40,8 @@ import numpy as np
 import torch
 import yaml
 
-from partition.format import MANIFEST, open_own, remove_dead_temps, temp_prefix, user_mode
+from common.files import atomic_write_bytes, open_own, remove_dead_temps
+from partition.format import MANIFEST
 
 from .errors import ConfigError, NoSpaceForOutput
 
@@ -50,27 +51,6 @@ METRICS = "metrics.jsonl"
 TENSORBOARD = "tensorboard"
 KINDS = ("start", "epoch", "event", "final")
 EPOCHS_FROM = 1          # the start record's `epochs_from`: the first epoch's number
-
-
-def atomic_write_bytes(path: str | os.PathLike, data) -> None:
-    """`data` (bytes, or a function that writes into a binary file, for output too large
-    to hold twice) into `path` through a temp file beside it, renamed once synced."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path), dir=path.parent)
-    try:
-        user_mode(tmp)                  # mkstemp's file is 0600
-        with os.fdopen(fd, "wb") as f:
-            if callable(data):
-                data(f)
-            else:
-                f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def atomic_torch_save(path: str | os.PathLike, obj) -> None:
@@ -495,7 +475,7 @@ def announce_kernel_compiles() -> None:
         def on_start(self, ev):
             func = getattr(ev.data.get("dispatcher"), "py_func", None)
             package = (getattr(func, "__module__", None) or "").split(".")[0]
-            if package not in ("samplers", "gnnsys"):
+            if package not in ("common", "samplers", "gnnsys"):
                 return
             self.compiles += 1                 # an epoch that compiled is not the pace
             if not self.said:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from partition.metis import available_memory_bytes as available_memory
+from common.memory import available_memory_bytes as available_memory
 
 from .errors import ConfigError
 

@@ -18,12 +18,10 @@ contract (build_model, train_batches, epoch_stats, predict, score, ...).
 """
 from __future__ import annotations
 
-import collections
 import copy
 import hashlib
 import math
 import os
-import platform
 import sys
 import threading
 import time
@@ -36,6 +34,7 @@ from .config import resumable
 from .datasets.registry import dataset_files
 from .distributed import launch
 from .distributed.launcher import intra_op_threads
+from .distributed.ranks import gather_outputs, split_process_counters, this_process
 from .errors import ConfigError, DatasetMismatch
 from .mode import REDUCTIONS, mode_class
 from .report import chart_stems
@@ -325,7 +324,7 @@ class TrainingLoop:
     def _peak_memory(self) -> float:
         """The most memory the run's worker processes have held, evaluation included,
         summed over processes (MB)."""
-        mine = {"peak_rss_mb": allocator.peak_rss_mb(), "process": _this_process()}
+        mine = {"peak_rss_mb": allocator.peak_rss_mb(), "process": this_process()}
         ranks = split_process_counters(self.comm.all_gather_object(mine))
         return round(sum(r["peak_rss_mb"] for r in ranks), 1)
 
@@ -344,7 +343,7 @@ class TrainingLoop:
         stats = self._reset_traffic()
         mine = {"epoch_s": epoch_s, "loss_sum": loss_sum, "examples": examples,
                 "grad_sync_s": sync_s,
-                "cpu_cores": round(cpu_cores, 3), "process": _this_process(),
+                "cpu_cores": round(cpu_cores, 3), "process": this_process(),
                 "peak_rss_mb": round(allocator.peak_rss_mb(), 1),
                 "comm_bytes_sent": sum(s.bytes_sent for s in stats.values()),
                 "comm_bytes_recv": sum(s.bytes_recv for s in stats.values()),
@@ -524,36 +523,6 @@ def changed_settings(old: dict, new: dict, prefix: str = "") -> dict:
         elif a != b:
             out[f"{prefix}{key}"] = [a, b]
     return out
-
-
-PER_PROCESS = ("cpu_cores", "peak_rss_mb")
-
-
-def _this_process() -> tuple:
-    """Identifies a rank's process, so ranks that are threads of one count it once."""
-    return platform.node(), os.getpid()
-
-
-def split_process_counters(ranks: list[dict]) -> list[dict]:
-    """Ranks that are threads of one process (the test harness, bench scripts) each
-    measured the whole process's CPU time and peak memory: split them evenly among the
-    ranks, so the sum over ranks counts every process once. Drops the `process` key that
-    identifies it."""
-    sharing = collections.Counter(r["process"] for r in ranks)
-    return [{**{k: v for k, v in r.items() if k != "process"},
-             **{k: round(r[k] / sharing[r["process"]], 3) for k in PER_PROCESS if k in r}}
-            for r in ranks]
-
-
-def gather_outputs(comm, outputs: dict) -> dict:
-    """{split: {name: every rank's share, concatenated in rank order}} of `Mode.split_outputs`'s
-    outputs (tensors on the host): one gather."""
-    mine = {split: {name: v.cpu() if isinstance(v, torch.Tensor) else v
-                    for name, v in named.items()} for split, named in outputs.items()}
-    ranks = comm.all_gather_object(mine)
-    cat = lambda p: torch.cat(p) if isinstance(p[0], torch.Tensor) else np.concatenate(p)  # noqa: E731
-    return {split: {name: cat([r[split][name] for r in ranks]) for name in named}
-            for split, named in mine.items()}
 
 
 def combine_ranks(ranks: list[dict], reductions: dict) -> dict:

@@ -12,13 +12,14 @@ weights are the clusters' summed constraints and whose edge weights count the ve
 edges between clusters, and each vertex takes its cluster's part. That keeps METIS's
 memory proportional to the cluster graph, not the input.
 
-Depends on numpy, scipy, numba and pymetis only.
+Depends on numpy, scipy, numba, pymetis and `common.memory` only.
 """
 from __future__ import annotations
 
-
 import numpy as np
 import scipy.sparse as sp
+
+from common.memory import available_memory_bytes
 
 from .coarsen import contract, label_propagation, propagate
 from .format import PartitionError
@@ -53,18 +54,6 @@ def is_symmetric(indptr: np.ndarray, indices: np.ndarray) -> bool:
 # and METIS's coarsening hierarchy. Measured: over 13 GB and still growing after 40 s
 # on 124M edges (synthetic-products), so this errs high.
 METIS_BYTES_PER_EDGE = 150
-
-
-def available_memory_bytes() -> int:
-    """MemAvailable (free + reclaimable cache) on Linux; unlimited where unknown."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 1 << 62
 
 
 def metis_parts(indptr: np.ndarray, indices: np.ndarray, num_parts: int,

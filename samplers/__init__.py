@@ -7,7 +7,7 @@ public for samplers that expand hops differently (gnnsys.pyg's PyG-style frontie
 """
 from samplers import _numpy_compat  # noqa: F401  (before numba.cuda compiles)
 # First: the kernel cache stamp must be in place before any kernel is decorated.
-from samplers.kernel_cache import SOURCES_DIGEST
+from common.kernel_cache import SOURCES_DIGEST
 from samplers.fused_cpu import FusedSampler
 from samplers.types import SampledSubgraph
 from samplers._hop_sampling import count_hop, fill_hop

@@ -3,7 +3,7 @@
 Pass 1 (`count_hop`) reads each target's CSR row bounds and prefix-sums the pick counts
 into the hop's block_indptr; pass 2 (`fill_hop`) writes every target's picks, drawn
 with Robert Floyd's algorithm from the target's own counter-based random stream
-(samplers/rng.py), at its offset. Both hand out chunks of targets to threads from a
+(common/rng.py), at its offset. Both hand out chunks of targets to threads from a
 shared counter (samplers/_intrinsics.py) and are deterministic whatever the thread
 count or the order chunks are taken in. Numba only.
 """
@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from samplers._intrinsics import next_chunk, prefetch
-from samplers.rng import floyd_positions
+from common.rng import floyd_positions
 
 # Targets whose CSR rows are requested ahead of use (DRAM latency / work per target).
 TARGETS_AHEAD = 4
@@ -58,7 +58,7 @@ def count_hop(indptr, n_id, num_targets, fanout, row_start, row_degree, block_in
 @njit(inline="always", cache=True)
 def _draw_positions(target, row_degree, block_indptr, batch_seed, hop, candidates):
     """Floyd's sample of one target's neighbour positions, written at its offset
-    (samplers/rng.py floyd_positions); a whole row is copied in order later."""
+    (common/rng.py floyd_positions); a whole row is copied in order later."""
     offset = block_indptr[target]
     take = block_indptr[target + 1] - offset
     degree = row_degree[target]

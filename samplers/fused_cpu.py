@@ -22,7 +22,7 @@ Semantics (see samplers/types.py for the layout):
   algorithm, inclusive range); all of them if degree <= fanout or fanout == -1, in CSR
   order. Picks of one target are listed in Floyd's draw order (not sorted).
 - Randomness: target at position i of hop h draws from its own splitmix64 stream
-  keyed by (seed, h, i) (samplers/rng.py), so a batch is a pure function of
+  keyed by (seed, h, i) (common/rng.py), so a batch is a pure function of
   (graph, seeds, fanouts, seed), whatever the thread count.
 - Discovery order: new nodes of hop h are appended to n_id in the order they first
   appear when reading the hop's sampled lists target by target.
@@ -68,7 +68,7 @@ from samplers._gather_csr import gather_csr_rows
 from samplers._hop_sampling import count_hop, fill_hop
 from samplers._inputs import checked_csr, checked_fanouts, checked_row_of, checked_seeds
 from samplers._node_map import NodeMap, relabel_hop_serial
-from samplers.rng import seed_to_u64
+from common.rng import seed_to_u64
 from samplers.types import SampledSubgraph
 
 # The parallel (sharded) relabel pays off from this many threads on; below it the

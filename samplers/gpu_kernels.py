@@ -18,7 +18,7 @@ Why this shape:
   ../shared/ALGORITHMS.md 2.8), and a new node's local id is its rank among first occurrences in
   that buffer (an atomicMin of the pick position per hash slot, then a scan). That is
   exactly the CPU sampler's discovery order, and the random streams are the CPU's
-  (samplers/rng.py: splitmix64 keyed by (batch seed, hop, target position)), so the GPU
+  (common/rng.py: splitmix64 keyed by (batch seed, hop, target position)), so the GPU
   and the CPU kernels return the same batch.
 - No warp intrinsics and no block barriers in the per-target kernels: every lane of a
   group runs the (short, O(fanout^2)) Floyd loop redundantly and stores identical
@@ -40,7 +40,7 @@ import numpy as np
 from numba import cuda
 
 from samplers._aggregate import build_weights
-from samplers.rng import build_streams
+from common.rng import build_streams
 from samplers.gpu_tiers import ROW_MASK, TIER_SHIFT
 
 # Small grids are by design in gnnsys's kernels (a one-block scan, one message per peer,
@@ -95,7 +95,7 @@ EMPTY_KEY = -1                        # hash slot without a node
 NO_LOCAL_ID = -1                      # node inserted in this hop, local id not yet assigned
 NO_PICK = np.iinfo(np.int64).max      # first_pick of a slot no pick has claimed
 
-# The CPU sampler's random streams and Floyd sampling (samplers/rng.py), compiled as
+# The CPU sampler's random streams and Floyd sampling (common/rng.py), compiled as
 # device functions from the same source: the GPU draws are the CPU draws, bit for bit.
 mix64, stream_state, next_u64, uniform_below, floyd_positions = build_streams(
     cuda.jit(device=True))

@@ -30,7 +30,8 @@ from pathlib import Path
 
 import harness
 from gnnsys import runlog
-from gnnsys.netcluster import NetCluster, NetClusterError, unavailable_reason
+from gnnsys.errors import NetClusterError
+from gnnsys.netcluster import NetCluster, unavailable_reason
 
 # One core per node: a worker's threads, and the 1-node run's too (its process is not
 # confined to its namespace's CPU, so left alone it would use the whole machine).

@@ -48,7 +48,7 @@ import time
 import traceback
 from pathlib import Path
 
-from gnnsys.runlog import atomic_write_bytes
+from common.files import atomic_write_bytes
 import gpu_probes
 
 # Minibatch SAGE on synthetic-products (the MINIBATCH config below), one epoch on the

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(1, str(ROOT))
 import gnnsys  # noqa: E402, F401
 import numpy as np  # noqa: E402
+from common.files import atomic_write_bytes  # noqa: E402
 from gnnsys import runlog  # noqa: E402
 from gnnsys.distributed import launch  # noqa: E402
 from gnnsys.mode import mode_class  # noqa: E402
@@ -177,7 +178,7 @@ def write_json(path, data) -> None:
     """`data` as JSON, written atomically (a reader never sees half a file); a `path` of
     None (no --json) writes nothing."""
     if path is not None:
-        runlog.atomic_write_bytes(path, json.dumps(data, indent=1, default=str).encode())
+        atomic_write_bytes(path, json.dumps(data, indent=1, default=str).encode())
 
 
 def load_average() -> str:

@@ -14,7 +14,8 @@ import subprocess
 import sys
 
 import harness
-from gnnsys.netcluster import NetCluster, NetClusterError, stale_prefixes, teardown
+from gnnsys.errors import NetClusterError
+from gnnsys.netcluster import NetCluster, stale_prefixes, teardown
 
 
 def main(argv=None) -> int:

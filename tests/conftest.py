@@ -14,9 +14,9 @@ def numba_cache_for_these_sources() -> Path:
     """A numba cache directory only this exact source tree can have filled: named by a
     digest of every package source, the Python and the numba version. Tests are never
     served machine code compiled from an older version of a module (a stale cache once
-    hid a bug planted in samplers/rng.py), yet an unchanged tree reuses its kernels."""
+    hid a bug planted in common/rng.py), yet an unchanged tree reuses its kernels."""
     digest = hashlib.sha256()
-    for path in sorted(p for package in ("samplers", "partition", "gnnsys")
+    for path in sorted(p for package in ("common", "samplers", "partition", "gnnsys")
                        for p in (REPO / package).rglob("*.py")):
         digest.update(str(path.relative_to(REPO)).encode() + b"\0" + path.read_bytes())
     key = f"{digest.hexdigest()[:20]}-py{sys.version_info.major}{sys.version_info.minor}" \

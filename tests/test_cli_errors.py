@@ -13,8 +13,7 @@ import pytest
 
 from gnnsys import cli
 from gnnsys.datasets import load_dataset
-from gnnsys.datasets.errors import DatasetError
-from gnnsys.distributed.launcher import WorkerFailure
+from gnnsys.errors import DatasetError, WorkerFailure
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml")
 

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 BENCHMARKS = REPO / "BENCHMARKS.md"
 HISTORY = REPO / "BENCHMARKS-HISTORY.md"
-CODE = sorted(p for d in ("gnnsys", "samplers", "partition", "tests")
+CODE = sorted(p for d in ("gnnsys", "samplers", "partition", "common", "tests")
               for p in (REPO / d).rglob("*.py"))
 
 # a work-log number after "issue" or "session", also with "#" or a line break between

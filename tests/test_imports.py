@@ -1,9 +1,9 @@
-"""Import hygiene of gnnsys, samplers and partition.
+"""Import hygiene of gnnsys, samplers, partition and common.
 
-1. `samplers` and `partition` (every submodule) import without torch and without gnnsys:
-   they know arrays, not trainers.
+1. `common`, `samplers` and `partition` (every submodule) import without torch and
+   without gnnsys: they know arrays and files, not trainers.
 2. No module imports a private (`_`-prefixed) module of another package.
-3. No import cycle among the modules of the three packages.
+3. No import cycle among the modules of the four packages.
 
 2 and 3 read the sources with `ast` (nothing is imported), counting imports at module
 level and inside functions; `if TYPE_CHECKING:` blocks do not count. The graph is over
@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("gnnsys", "samplers", "partition")
+PACKAGES = ("gnnsys", "samplers", "partition", "common")
+ARRAY_ONLY = ("common", "samplers", "partition")
 # Missing these only means "no GPU stack here": such a module is skipped, not failed.
 GPU_LIBRARIES = ("numba.cuda", "numba_cuda", "cupy")
 
@@ -30,7 +31,7 @@ import importlib, json, pkgutil, sys
 def forbidden_loaded():
     return sorted({m.split(".")[0] for m in sys.modules} & {"torch", "gnnsys"})
 first_offender = None
-for name in ("samplers", "partition"):
+for name in ARRAY_ONLY:
     package = importlib.import_module(name)
     first_offender = first_offender or (forbidden_loaded() and name)
     for info in pkgutil.walk_packages(package.__path__, name + "."):
@@ -45,21 +46,22 @@ print(json.dumps({"loaded": sorted(sys.modules), "forbidden": forbidden_loaded()
 """
 
 
-def test_samplers_and_partition_import_without_torch_or_gnnsys():
-    script = f"GPU_LIBRARIES = {GPU_LIBRARIES!r}\n" + ARRAY_ONLY_IMPORT
+def test_array_only_packages_import_without_torch_or_gnnsys():
+    script = f"GPU_LIBRARIES = {GPU_LIBRARIES!r}\nARRAY_ONLY = {ARRAY_ONLY!r}\n" + ARRAY_ONLY_IMPORT
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
                           text=True, timeout=300)
-    assert done.returncode == 0, f"importing samplers/partition failed:\n{done.stderr}"
+    assert done.returncode == 0, f"importing {'/'.join(ARRAY_ONLY)} failed:\n{done.stderr}"
     report = json.loads(done.stdout.strip().splitlines()[-1])
-    assert "samplers.fused_cpu" in report["loaded"] and "partition.build" in report["loaded"]
+    assert {"samplers.fused_cpu", "partition.build", "common.files",
+            "common.rng"} <= set(report["loaded"])
     assert not report["forbidden"], (
-        f"samplers/partition must not load {report['forbidden']}; first loaded by "
+        f"{'/'.join(ARRAY_ONLY)} must not load {report['forbidden']}; first loaded by "
         f"importing {report['first_offender']}")
 
 
 # ----------------------------------------------------------------------------- ast scan
 def module_files() -> dict[str, Path]:
-    """Dotted module name -> source file, for every .py file of the three packages."""
+    """Dotted module name -> source file, for every .py file of the packages."""
     modules = {}
     for package in PACKAGES:
         for path in sorted((ROOT / package).rglob("*.py")):
@@ -171,6 +173,16 @@ def test_no_cross_package_private_imports():
     modules = module_files()
     bad = cross_package_private_imports(import_graph(), modules)
     assert not bad, "import the other package's public name instead:\n" + "\n".join(bad)
+
+
+def test_common_is_a_leaf():
+    """`common` serves the other packages and imports none of them (samplers' sources it
+    finds by path, for the kernel cache's stamp, without importing them)."""
+    inward = [f"{importer} imports {target}"
+              for importer, targets in sorted(import_graph().items())
+              if importer.split(".")[0] == "common"
+              for target in sorted(targets) if target.split(".")[0] != "common"]
+    assert not inward, "common must not import the packages it serves:\n" + "\n".join(inward)
 
 
 def test_no_import_cycles():

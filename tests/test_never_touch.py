@@ -19,7 +19,7 @@ from gnnsys.report import chart_stems, make_report
 from gnnsys.runlog import RunDir, epochs
 from gnnsys.testing import tiny_graph
 from gnnsys.training import fit
-from partition.format import temp_prefix
+from common.files import temp_prefix
 
 QUICKSTART = str(Path(__file__).resolve().parents[1] / "configs" / "quickstart.yaml")
 DEAD = 999_999_999                    # above any pid_max: never a running process

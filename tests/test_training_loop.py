@@ -15,11 +15,11 @@ import torch
 
 from gnnsys.config import from_dict
 from gnnsys.distributed import launch
+from gnnsys.distributed.ranks import split_process_counters
 from gnnsys.datasets.registry import KINDS, TASKS
 from gnnsys.runlog import events, read_metrics
 from gnnsys.mode import MODES, Mode, mode_class
-from gnnsys.training import (FAIL_EXIT_CODE, LOOP_REDUCTIONS, TrainingLoop, combine_ranks,
-                             split_process_counters)
+from gnnsys.training import FAIL_EXIT_CODE, LOOP_REDUCTIONS, TrainingLoop, combine_ranks
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -8,7 +8,7 @@ Names are defined in the top-level `datasets.yaml`; files live under `data_root(
 (explicit root > $GNNSYS_DATA > ~/.cache/gnnsys). Nothing here downloads: a dataset whose
 files are missing raises DatasetError naming the files and where to put them.
 """
-from gnnsys.datasets.errors import DatasetError
+from gnnsys.errors import DatasetError
 from gnnsys.datasets.registry import DatasetInfo, data_root, list_datasets, load_dataset
 from gnnsys.datasets.for_run import load_run_graph
 

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from gnnsys.datasets.errors import DatasetError, read_npz
+from gnnsys.datasets.npz import read_npz
 from gnnsys.datasets.splits import stratified_split
+from gnnsys.errors import DatasetError
 from gnnsys.graph import Graph
 from gnnsys.sparse_features import as_csr
 from gnnsys.temporal_graph import TemporalGraph

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Callable
 
-from gnnsys.datasets.errors import DatasetError
+from common.files import open_own
+from gnnsys.errors import DatasetError
 from gnnsys.graph import Graph
-from partition.format import open_own
 
 
 def is_cached(directory: Path) -> bool:

@@ -11,9 +11,9 @@ import dataclasses
 
 import numpy as np
 
+from ..errors import DatasetError
 from ..sparse_features import as_csr, densified, is_sparse
 from ..temporal_graph import exact_time
-from .errors import DatasetError
 from .registry import load_dataset
 
 NORMALIZATIONS = ("none", "row", "standard")

@@ -16,7 +16,8 @@ import numpy as np
 
 from gnnsys.datasets.cache import is_cached, load_or_build
 from gnnsys.datasets.edges import symmetric_csr
-from gnnsys.datasets.errors import DatasetError, read_npz
+from gnnsys.datasets.npz import read_npz
+from gnnsys.errors import DatasetError
 from gnnsys.graph import Graph, csr_from_edges
 
 OGB_URL = "http://snap.stanford.edu/ogb/data/nodeproppred/{}.zip"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gnnsys.datasets.errors import DatasetError
+from gnnsys.errors import DatasetError
 from gnnsys.graph import Graph
 from gnnsys.interop.pyg import from_pyg, from_pyg_temporal
 from gnnsys.temporal_graph import TemporalGraph

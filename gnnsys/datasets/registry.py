@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from gnnsys.datasets.errors import DatasetError
+from gnnsys.errors import DatasetError
 from gnnsys.yaml_numbers import read_yaml
 
 DATA_ENV = "GNNSYS_DATA"

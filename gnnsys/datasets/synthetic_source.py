@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 from gnnsys.datasets.cache import load_or_build
-from gnnsys.datasets.errors import DatasetError
 from gnnsys.datasets.synthetic import GENERATOR_VERSION, SyntheticParams, generate
+from gnnsys.errors import DatasetError
 
 
 def resolve_params(name: str, entry: dict, overrides: dict | None = None) -> SyntheticParams:

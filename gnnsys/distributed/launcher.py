@@ -34,10 +34,10 @@ from pathlib import Path
 
 import torch
 
-from partition.format import pid_alive
+from common.files import pid_alive
 
 from .. import allocator
-from ..errors import ConfigError
+from ..errors import ConfigError, WorkerFailure
 from .comm import Communicator
 from .local import ThreadGroup
 
@@ -46,10 +46,6 @@ LAUNCHERS = ("ray", "threads")     # cluster.launcher
 # a private local cluster offers at least this many logical CPUs (scheduling only), and so
 # runs at most max(cores, this) workers
 PRIVATE_CLUSTER_MIN_CPUS = 8
-
-
-class WorkerFailure(RuntimeError):
-    """A worker died or raised; the message names the rank and the cause."""
 
 
 @dataclass

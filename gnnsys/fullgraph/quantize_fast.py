@@ -19,8 +19,8 @@ import numpy as np
 import torch
 from numba import njit
 
-from samplers.kernel_cache import depends_on_samplers
-from samplers.rng import GOLDEN, mix64
+from common.kernel_cache import depends_on_samplers
+from common.rng import GOLDEN, mix64
 
 from . import quantize
 from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, packed_size

@@ -39,7 +39,7 @@ import torch
 from numba import cuda
 
 from samplers.gpu_kernels import ELEMENTWISE_THREADS, IN_SIMULATOR, mix64, thread_index
-from samplers.rng import GOLDEN
+from common.rng import GOLDEN
 
 from .quantize import packed_size
 from .quantize_fast import INV_2_24, wire_size

@@ -24,8 +24,8 @@ import torch
 import torch.nn.functional as F
 from numba import njit
 
-from samplers.kernel_cache import depends_on_samplers
-from samplers.rng import GOLDEN, mix64
+from common.kernel_cache import depends_on_samplers
+from common.rng import GOLDEN, mix64
 
 depends_on_samplers(__file__)        # the kernel inlines samplers/rng.py's mix64
 

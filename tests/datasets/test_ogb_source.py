@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from gnnsys.datasets import load_dataset
-from gnnsys.datasets.errors import DatasetError
 from gnnsys.datasets.ogb_source import ogb_to_graph
+from gnnsys.errors import DatasetError
 
 
 def write_csv_gz(path, rows):

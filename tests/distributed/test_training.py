@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from gnnsys.distributed.launcher import WorkerFailure, launch
+from gnnsys.distributed.launcher import launch
+from gnnsys.errors import WorkerFailure
 from gnnsys.training import fit as fit_distributed
 from gnnsys.report import make_report
 from gnnsys.runlog import read_metrics

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gnnsys.models import dropout as hashed
-from samplers.rng import GOLDEN, mix64
+from common.rng import GOLDEN, mix64
 
 
 def reference_keep(n: int, seed: int, p: float) -> np.ndarray:

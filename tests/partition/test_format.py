@@ -105,7 +105,7 @@ def test_an_edited_manifest_is_refused_when_opened(parts_dir, edit):
     num_classes failed deep in training (IndexError: Target N is out of bounds). Nor a
     label file changed at the same size with its recorded sha256 edited to match: the
     digest covers the files table too."""
-    from partition.format import file_digest
+    from common.files import file_digest
     _, path = parts_dir
     manifest = path / "manifest.json"
     data = json.loads(manifest.read_text())

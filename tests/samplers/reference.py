@@ -1,6 +1,6 @@
 """Plain-Python reference of the fused sampler, for tests only: slow, obviously correct.
 
-Follows the specification in samplers/fused_cpu.py and samplers/rng.py line by line
+Follows the specification in samplers/fused_cpu.py and common/rng.py line by line
 with Python ints, lists and dicts (no numba), so agreement with the fast kernel checks
 the kernel, not a shared helper. Also: `full_expansion` (BFS that takes every
 neighbour, no randomness) and `check_invariants` (properties any valid sample has).

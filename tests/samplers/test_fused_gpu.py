@@ -8,7 +8,7 @@ here (test_kernel_in_cuda_simulator[...]). On a machine with a CUDA GPU the same
 also run in-process on the device (marked gpu; skipped without one).
 
 The kernels must agree with two references: the plain Python sampler below (written from
-the specification in samplers/fused_cpu.py and samplers/rng.py) and the CPU kernel
+the specification in samplers/fused_cpu.py and common/rng.py) and the CPU kernel
 FusedSampler. Both are exact: the GPU kernel draws the same random streams in the same
 discovery order, so whole batches must be equal, not just similar. Graphs stay tiny
 (the simulator runs every GPU thread as a Python thread).
@@ -48,7 +48,7 @@ def _mix64(z):
 
 
 class _Stream:
-    """samplers/rng.py in plain Python ints: splitmix64 keyed by (seed, hop, position)."""
+    """common/rng.py in plain Python ints: splitmix64 keyed by (seed, hop, position)."""
 
     def __init__(self, seed, hop, position):
         self.state = _mix64(_mix64(_mix64(seed & MASK64) ^ hop) ^ position)

@@ -1,6 +1,6 @@
 """The numba cache never serves a kernel compiled from an older version of a file it
-inlines (samplers/kernel_cache.py). Without the wider stamp, numba checks only the
-kernel's own file, and a bug planted in samplers/rng.py passed the sampler tests."""
+inlines (common/kernel_cache.py). Without the wider stamp, numba checks only the
+kernel's own file, and a bug planted in common/rng.py passed the sampler tests."""
 import os
 import subprocess
 import sys
@@ -8,12 +8,12 @@ import textwrap
 
 from gnnsys.fullgraph import quantize_fast
 from samplers import SOURCES_DIGEST, _hop_sampling
-from samplers.kernel_cache import KernelSourcesLocator
+from common.kernel_cache import KernelSourcesLocator
 
 KERNEL = """
 import sys
 from numba import njit
-from samplers.kernel_cache import depends_on_samplers
+from common.kernel_cache import depends_on_samplers
 depends_on_samplers(__file__, sys.argv[1])
 sys.path.insert(0, {folder!r})
 from helper import value

@@ -1,13 +1,11 @@
-"""The one exception every dataset loader raises for a dataset that cannot be loaded, and
-the one way loaders read an .npz or .npy directory (no pickle; a corrupt file or missing array names the file)."""
+"""The one way loaders read an .npz or .npy directory (no pickle; a corrupt file or a
+missing array is a DatasetError naming the file)."""
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
-
-class DatasetError(ValueError):
-    """Unknown dataset name, missing files or a bad split/params; the message says the fix."""
+from gnnsys.errors import DatasetError
 
 
 class NpzArrays(dict):

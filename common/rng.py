@@ -1,4 +1,5 @@
-"""Counter-based random numbers for the samplers: splitmix64 streams keyed by position.
+"""Counter-based random numbers for the kernels (the samplers; hashed dropout and the
+quantizer's noise use mix64): splitmix64 streams keyed by position.
 
 Every target node gets its own stream derived from (batch seed, hop, target position), so
 a batch's sample does not depend on how targets are spread over threads, and no global
@@ -17,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+import common.kernel_cache  # noqa: F401  (the cache stamp, before the kernels below are built)
 
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_C1 = np.uint64(0xBF58476D1CE4E5B9)
