@@ -28,7 +28,7 @@ from .quantize import PARAM_BYTES_PER_ROW, SUPPORTED_BITS, packed_size
 MIX1 = np.uint64(0xBF58476D1CE4E5B9)
 MIX2 = np.uint64(0x94D049BB133111EB)
 INV_2_24 = np.float32(1.0 / (1 << 24))
-# The kernels inline samplers/rng.py's mix64 and quantize.py's constants.
+# The kernels inline common/rng.py's mix64 and quantize.py's constants.
 depends_on_samplers(__file__, quantize.__file__)
 
 

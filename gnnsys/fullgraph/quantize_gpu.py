@@ -16,7 +16,7 @@ small kernels, each thread writing its own outputs (no atomics, no zeroing pass)
   the same element.
 
 Bit for bit the CPU kernels' numbers: the noise is quantize_fast's splitmix64 counter
-noise (samplers/rng.py's mix64, compiled for the device by samplers/gpu_kernels.py),
+noise (common/rng.py's mix64, compiled for the device by samplers/gpu_kernels.py),
 the bf16 rounding works on the float's bits, division is IEEE (numba's default without
 fastmath), and the multiply-adds use explicitly rounded fmul_rn / fadd_rn because NVVM
 would otherwise contract `q * step + minimum` into one FMA, whose single rounding is not

@@ -27,7 +27,7 @@ from numba import njit
 from common.kernel_cache import depends_on_samplers
 from common.rng import GOLDEN, mix64
 
-depends_on_samplers(__file__)        # the kernel inlines samplers/rng.py's mix64
+depends_on_samplers(__file__)        # the kernel inlines common/rng.py's mix64
 
 # Below this many elements torch's own dropout costs little (and the kernel call's
 # overhead would show).
