@@ -58,13 +58,13 @@ def test_pyg_forward_of_the_export_equals_gnnsys_predict(tmp_path, arch, model, 
     data = to_pyg(load_dataset("synthetic-tiny"))
     scores = serve(tmp_path / "model.pt", data)
     # the recipe gnnsys ships (what its readers call) is the README's, and gives the
-    # inputs the run trained on
+    # inputs the run trained on (to float32 rounding: numpy and torch sum a row apart)
     features = torch.load(tmp_path / "model.pt", weights_only=True)["features"]
     x = prepared_inputs(data.x.float(), features)
     torch.testing.assert_close(x, readme_inputs(data.x.float(), features), atol=0, rtol=0)
     trained = gnnsys.datasets.load_run_graph(result.config).x
     torch.testing.assert_close(x, torch.from_numpy(np.asarray(trained, dtype=np.float32)),
-                               atol=1e-6, rtol=1e-6)
+                               atol=1e-5, rtol=1e-4)
     table = result.predict("all")
     assert (table["node_id"] == np.arange(len(scores))).all()
     torch.testing.assert_close(scores, torch.from_numpy(table["scores"]), atol=1e-5, rtol=0)
