@@ -63,7 +63,9 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    arch: str = "sage"                   # sage | gcn | gat | mlp (temporal: tgn | jodie | apan)
+    # sage | gcn | gat | mlp | linkx (temporal: tgn | jodie | apan; fullgraph: gcn | sage),
+    # or a minibatch model class of your own by import path, module:Class (models/own.py)
+    arch: str = "sage"
     hidden: int = setting(256, ">= 1")   # hidden channels
     layers: int = setting(2, ">= 1")     # message-passing layers (= number of fanouts)
     dropout: float = setting(0.5, "in [0, 1)")

@@ -12,6 +12,7 @@ import torch
 
 from .errors import ConfigError
 from .metrics import METRIC_KEY, evaluate
+from .models.registry import is_class_path, model_class
 
 # mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
 MODES = {"minibatch": "gnnsys.minibatch.mode:MinibatchMode",
@@ -67,7 +68,10 @@ class Mode:
     def check_config(cls, config) -> None:
         """Raise ConfigError where `config` asks for what this mode does not train."""
         for key, values in cls.supports.items():
-            if (value := attrgetter(key)(config)) not in values:
+            value = attrgetter(key)(config)
+            if key == "model.arch" and is_class_path(value):
+                model_class(config.mode, value)     # a class of the user's own: checked there
+            elif value not in values:
                 raise ConfigError(f"config key '{key}' is {value!r} but mode '{config.mode}' "
                                   f"supports: {', '.join(map(str, values))}")
 

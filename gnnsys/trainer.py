@@ -6,6 +6,8 @@ or on `data`: a PyG `Data` / `TemporalData`, a `dgl.DGLGraph` or a gnnsys graph.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import os
 
 from .config import Config, from_dict, load_config, validate
@@ -22,9 +24,17 @@ class Trainer:
         metrics = gnnsys.Trainer(cfg).fit()
         print(metrics["test_acc"])
         gnnsys.Trainer(cfg, data=torch_geometric_data).fit()   # your own graph, no files
+        gnnsys.Trainer(cfg, model_class=MyGNN).fit()           # your own model class
+
+    `model_class`, a `gnnsys.models.base.MinibatchModel` subclass defined in an importable
+    module, replaces `model.arch` with its import path ("module:Class"), which the run's
+    saved config records: `load_run`, `gnnsys predict` and Ray workers import it by that.
     """
 
-    def __init__(self, config: Config | dict | str | os.PathLike, data=None):
+    def __init__(self, config: Config | dict | str | os.PathLike, data=None,
+                 model_class: type | None = None):
+        if model_class is not None:
+            config = with_model_class(config, model_class)
         if isinstance(config, Config):
             self.config = validate(config)
         elif isinstance(config, dict):
@@ -44,3 +54,17 @@ class Trainer:
             graph = load_run_graph(self.config, as_graph(self.data))
         return RunResult(fit(self.config, graph=graph), self.config, self.config.run.dir,
                          graph=graph)
+
+
+def with_model_class(config, cls):
+    """`config` (a Config, a dict or a YAML path) with model.arch naming `cls` by its
+    import path; the caller's config is left as it was."""
+    from .models.own import class_path
+    path = class_path(cls)
+    if isinstance(config, Config):
+        return dataclasses.replace(config, model=dataclasses.replace(config.model, arch=path))
+    if isinstance(config, dict):
+        config = copy.deepcopy(config)
+        config["model"] = {**(config.get("model") or {}), "arch": path}
+        return config
+    return with_model_class(load_config(config), cls)

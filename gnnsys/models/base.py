@@ -1,6 +1,7 @@
 """The contract of a minibatch model: what `gnnsys.minibatch` and `gnnsys.export` call.
 
-A model is a subclass of `MinibatchModel` named in `registry.MODELS`. It maps the input
+A model is a subclass of `MinibatchModel` named in `registry.MODELS`, or the user's own
+named by import path (`own.py`). It maps the input
 rows of a `MiniBatch`'s first block through one `layer` per block to the seeds' logits;
 layer i maps block i's sources to its targets, and a block's targets are a prefix of its
 sources, so `x[:num_dst]` are the target rows. Between layers: norm, ReLU, dropout, and
@@ -19,7 +20,7 @@ from .norm import NORM_LAYERS
 
 
 class MinibatchModel(nn.Module):
-    arch: str                              # its model.arch (registry key)
+    arch: str                              # its model.arch (registry key; a user's own may lack it)
     # what the fused sampler may compute for the first layer instead of gathering its
     # sources' rows (samplers/_aggregate.py: "mean", "gcn"); None: gather them
     first_layer_aggregate: str | None = None
@@ -135,8 +136,8 @@ class MinibatchModel(nn.Module):
         state_dict this model's loads into, names equal (PyG's BatchNorm's `.module.`
         aside); raise ConfigError where there is none."""
         from ..errors import ConfigError
-        raise ConfigError(f"model.arch {self.arch} cannot be exported as a torch_geometric "
-                          "model; use gnnsys.load_run(run_dir).model")
+        raise ConfigError(f"model.arch {config.model.arch} cannot be exported as a "
+                          "torch_geometric model; use gnnsys.load_run(run_dir).model")
 
 
 def norm_layers(norm: str, widths: list) -> nn.ModuleList:

@@ -32,7 +32,7 @@ class BlockGNN(MinibatchModel):
     model of that arch; a subclass makes its convs (`make_conv`) and aggregates a
     block's sources (`aggregate`)."""
 
-    pyg_class: str                       # its torch_geometric.nn basic GNN
+    pyg_class: str | None = None         # its torch_geometric.nn basic GNN (None: no export)
 
     def __new__(cls, arch: str | None = None, *args, **kwargs):
         if cls is BlockGNN:
@@ -114,6 +114,8 @@ class BlockGNN(MinibatchModel):
 
     def pyg_export(self, config) -> tuple[str, dict]:
         """PyG's basic GNN of the same convs; norm, ReLU, dropout between layers."""
+        if self.pyg_class is None:          # e.g. a subclass of the user's own
+            return super().pyg_export(config)
         m = config.model
         return self.pyg_class, dict(
             in_channels=self.convs[0].in_channels, hidden_channels=m.hidden,

@@ -4,6 +4,8 @@ Names only (no imports): `model.arch`'s vocabulary of a mode is `archs(mode)`, r
 the mode's `supports` without loading any model. A minibatch entry is a class following
 `gnnsys.models.base.MinibatchModel`; adding a minibatch model is its module plus one line
 here. Full-graph and temporal entries name what those modes build (their own contracts).
+A `model.arch` of the form "module:Class" names a class of the user's own instead
+(`own.py`: imported only then).
 """
 from __future__ import annotations
 
@@ -28,8 +30,17 @@ def archs(mode: str) -> tuple:
     return tuple(arch for (m, arch) in MODELS if m == mode)
 
 
+def is_class_path(arch: str) -> bool:
+    """Whether `arch` names a model class of the user's own ("module:Class")."""
+    return ":" in arch
+
+
 def model_class(mode: str, arch: str):
-    """The registered object of (mode, arch), imported on use."""
+    """The registered object of (mode, arch), or the user's class `arch` names (checked),
+    imported on use."""
+    if is_class_path(arch):
+        from .own import own_class
+        return own_class(mode, arch, archs(mode))
     if (mode, arch) not in MODELS:
         raise ValueError(f"model.arch '{arch}' is not a {mode} model; use one of "
                          f"{', '.join(archs(mode))}")

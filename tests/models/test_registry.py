@@ -12,13 +12,20 @@ from gnnsys.models import registry
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_registry_imports_no_model():
-    """Reading model.arch's vocabulary loads no torch model (config and modes read it)."""
-    tree = ast.parse((ROOT / "gnnsys/models/registry.py").read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+def imports(path: str, top_level_only: bool = False) -> set:
+    tree = ast.parse((ROOT / path).read_text())
+    nodes = tree.body if top_level_only else list(ast.walk(tree))
+    imported = {alias.name for node in nodes if isinstance(node, ast.Import)
                 for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"importlib", "__future__"}
+    return imported | {node.module for node in nodes if isinstance(node, ast.ImportFrom)}
+
+
+def test_the_registry_imports_no_model():
+    """Reading model.arch's vocabulary loads no torch model (config and modes read it);
+    `own`, which imports a user's class when model.arch names one, loads none either."""
+    assert imports("gnnsys/models/registry.py") <= {"importlib", "__future__", "own"}
+    assert imports("gnnsys/models/own.py", top_level_only=True) <= {
+        "importlib", "inspect", "re", "__future__", "errors"}
 
 
 @pytest.mark.parametrize("mode, arch", sorted(registry.MODELS))
