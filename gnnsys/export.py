@@ -49,7 +49,7 @@ def _check_graph(config, graph, features: dict, no_self_loops: bool) -> None:
     """`no_self_loops` (GCN): refuse a graph with self loops (gnnsys counts them in the
     degree and adds one
     more; GCNConv keeps one). Standard features: their training-node mean and std."""
-    from .datasets.for_run import load_run_graph
+    from .datasets.for_run import load_run_graph, standard_statistics
     from .sparse_features import densified
     raw = dataclasses.replace(config.dataset, normalize_features="none", feature_dtype="float32")
     graph = load_run_graph(dataclasses.replace(config, dataset=raw), graph)
@@ -60,6 +60,5 @@ def _check_graph(config, graph, features: dict, no_self_loops: bool) -> None:
                           "otherwise than gnnsys's gcn: no torch_geometric GCN equals it")
     if features["normalize"] == "standard":
         x = densified(graph.x, "dataset.normalize_features=standard")
-        train = np.asarray(x, dtype=np.float32)[graph.train_idx]
-        features["mean"] = torch.from_numpy(train.mean(0))
-        features["std"] = torch.from_numpy(np.maximum(train.std(0), 1e-6))
+        mean, std = standard_statistics(np.asarray(x, dtype=np.float32), graph.train_idx)
+        features["mean"], features["std"] = torch.from_numpy(mean), torch.from_numpy(std)

@@ -44,6 +44,11 @@ class Mode:
     # torch intra-op threads of the training steps; None = the pool as it is (a mode of
     # small ops may ask for fewer: waking a thread can cost more than it saves)
     training_torch_threads: int | None = None
+    # what a finished run predicts (`RunResult.predict` / `embeddings`): "nodes" (a split or
+    # node ids; embeddings by a layer's output, on the run's graph or another of its widths)
+    # | "events" (query events src, dst, t and embeddings as of a time, on the stream it
+    # trained on: its state is of those nodes)
+    predicts: str = "nodes"
     eval_splits: tuple = ("val",)          # scored after each epoch that evaluates
     final_splits: tuple = ("train", "val", "test")   # scored for the selected model
     supports: dict = {}                    # config key -> the values this mode trains with

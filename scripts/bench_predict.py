@@ -146,19 +146,13 @@ class Sides:
     def features(self) -> torch.Tensor:
         """x prepared as the export's "features" says (README, "Use")."""
         if "x" not in self.inputs:
+            from gnnsys.datasets.for_run import prepared_inputs
             from gnnsys.sparse_features import densified
             started = time.perf_counter()
             graph = self.graph()
             x = torch.from_numpy(np.array(densified(graph.x, "PyG's forward takes dense x"),
                                           dtype=np.float32))
-            f = self.saved["features"]
-            if f["normalize"] == "row":
-                x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
-            if f["normalize"] == "standard":
-                x = (x - f["mean"]) / f["std"]
-            if f["dtype"] == "float16":
-                x = x.half().float()
-            self.inputs["x"] = x
+            self.inputs["x"] = prepared_inputs(x, self.saved["features"])
             self.prep_s["features"] = time.perf_counter() - started
         return self.inputs["x"]
 

@@ -10,6 +10,7 @@ import gnnsys
 from gnnsys.cli import main
 from gnnsys.config import ConfigError
 from gnnsys.datasets import load_dataset
+from gnnsys.datasets.for_run import prepared_inputs
 from gnnsys.graph import Graph
 from gnnsys.interop.pyg import to_pyg
 from gnnsys.testing import tiny_graph
@@ -25,18 +26,23 @@ def run(tmp_path, arch="sage", model=None, dataset=None, data=None):
     return gnnsys.Trainer(config, data=data).fit()
 
 
-def serve(path, data) -> torch.Tensor:
-    """The README's recipe, torch and torch_geometric only."""
-    saved = torch.load(path, weights_only=True)
-    model = getattr(torch_geometric.nn, saved["class"])(**saved["kwargs"])
-    model.load_state_dict(saved["state_dict"])
-    x, f = data.x.float(), saved["features"]
+def readme_inputs(x, f) -> torch.Tensor:
+    """The README's input recipe, written out as a reader without gnnsys has it."""
     if f["normalize"] == "row":
         x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
     if f["normalize"] == "standard":
         x = (x - f["mean"]) / f["std"]
     if f["dtype"] == "float16":
         x = x.half().float()
+    return x
+
+
+def serve(path, data) -> torch.Tensor:
+    """The README's recipe, torch and torch_geometric only."""
+    saved = torch.load(path, weights_only=True)
+    model = getattr(torch_geometric.nn, saved["class"])(**saved["kwargs"])
+    model.load_state_dict(saved["state_dict"])
+    x = readme_inputs(data.x.float(), saved["features"])
     with torch.no_grad():
         return model.eval()(x, data.edge_index)
 
@@ -49,7 +55,16 @@ def serve(path, data) -> torch.Tensor:
 def test_pyg_forward_of_the_export_equals_gnnsys_predict(tmp_path, arch, model, dataset):
     result = run(tmp_path, arch, model, dataset)
     result.export_pyg(tmp_path / "model.pt")
-    scores = serve(tmp_path / "model.pt", to_pyg(load_dataset("synthetic-tiny")))
+    data = to_pyg(load_dataset("synthetic-tiny"))
+    scores = serve(tmp_path / "model.pt", data)
+    # the recipe gnnsys ships (what its readers call) is the README's, and gives the
+    # inputs the run trained on (to float32 rounding: numpy and torch sum a row apart)
+    features = torch.load(tmp_path / "model.pt", weights_only=True)["features"]
+    x = prepared_inputs(data.x.float(), features)
+    torch.testing.assert_close(x, readme_inputs(data.x.float(), features), atol=0, rtol=0)
+    trained = gnnsys.datasets.load_run_graph(result.config).x
+    torch.testing.assert_close(x, torch.from_numpy(np.asarray(trained, dtype=np.float32)),
+                               atol=1e-5, rtol=1e-4)
     table = result.predict("all")
     assert (table["node_id"] == np.arange(len(scores))).all()
     torch.testing.assert_close(scores, torch.from_numpy(table["scores"]), atol=1e-5, rtol=0)

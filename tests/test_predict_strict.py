@@ -14,7 +14,8 @@ from gnnsys.cli import main
 from gnnsys.config import from_dict
 from gnnsys.errors import DatasetMismatch, OverrideError, PredictError
 from gnnsys.models.block_gnn import build_model
-from gnnsys.result import other_dataset, prediction_workers
+from gnnsys.prediction import prediction_workers
+from gnnsys.result import other_dataset
 from gnnsys.runlog import RunDir
 from gnnsys.testing import tiny_graph
 

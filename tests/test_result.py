@@ -80,7 +80,7 @@ def test_what_cannot_give_the_run_is_one_line(tmp_path):
 
 
 def test_a_dataset_that_no_longer_matches_is_one_line(tmp_path):
-    from gnnsys.result import load_model
+    from gnnsys.prediction import load_model
     config = from_dict(minibatch(tmp_path))
     fit(config, tiny_graph(num_nodes=200, num_features=8))
     other = tiny_graph(num_nodes=200, num_features=5)
@@ -197,15 +197,15 @@ def test_a_layers_embeddings_on_two_workers_equal_one(tmp_path, mode):
 def test_a_table_is_streamed_to_its_file_in_bounded_pieces(tmp_path, monkeypatch, suffix):
     """Ten million query scores must not become one string in memory: .csv and .parquet
     are written OUTPUT_ROWS rows at a time, and read back as one table."""
-    import gnnsys.result as result
+    import gnnsys.tables as tables
     rng = np.random.default_rng(0)
     table = {"src": np.arange(10, dtype=np.int64), "t": rng.random(10),
              "prob": rng.random(10).astype(np.float32), "scores": rng.random((10, 2))}
     largest = []
     formatted = np.char.mod
     monkeypatch.setattr(np.char, "mod", lambda fmt, v: largest.append(len(v)) or formatted(fmt, v))
-    monkeypatch.setattr(result, "OUTPUT_ROWS", 3)
-    result.write_table(tmp_path / f"out{suffix}", table)
+    monkeypatch.setattr(tables, "OUTPUT_ROWS", 3)
+    tables.write_table(tmp_path / f"out{suffix}", table)
     if suffix == ".csv":
         assert max(largest) == 3
         back = np.loadtxt(tmp_path / "out.csv", delimiter=",", skiprows=1)

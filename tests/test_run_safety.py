@@ -215,7 +215,7 @@ def test_a_crafted_file_of_any_kind_runs_nothing(tmp_path, capsys):
     checkpoint under predict and export each fail in one line, and nothing they hold
     runs (unpickled, the payload would make the marker)."""
     from gnnsys import cli
-    from gnnsys.result import read_queries
+    from gnnsys.temporal.queries import read_queries
     marker = tmp_path / "pwned"
     tag = f"!!python/object/apply:os.makedirs [{marker}]"
     (tmp_path / "tagged.yaml").write_text(f"mode: minibatch\ntrain:\n  epochs: {tag}\n")

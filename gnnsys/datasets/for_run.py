@@ -147,9 +147,30 @@ def normalize_features(graph, how: str):
     if how == "row":
         x /= np.maximum(x.sum(1, keepdims=True), 1e-12)
     else:
-        train = x[graph.train_idx]
-        x = (x - train.mean(0)) / np.maximum(train.std(0), 1e-6)
+        mean, std = standard_statistics(x, graph.train_idx)
+        x = (x - mean) / std
     return dataclasses.replace(graph, x=x)
+
+
+def standard_statistics(x: np.ndarray, train_idx) -> tuple[np.ndarray, np.ndarray]:
+    """`standard` normalisation's per-column mean and std (floored at 1e-6, so a constant
+    column stays finite) over the training rows of dense float32 features `x`."""
+    train = x[train_idx]
+    return train.mean(0), np.maximum(train.std(0), 1e-6)
+
+
+def prepared_inputs(x, features: dict):
+    """Raw float32 features `x` (a torch tensor) prepared as a run prepared its own,
+    by the recipe an export records (`features`: {"normalize", "dtype"}, and for
+    `standard` the training nodes' "mean" and "std"): what the exported model must be
+    fed. README ("Use") spells the same recipe out for readers without gnnsys."""
+    if features["normalize"] == "row":
+        x = x / x.sum(1, keepdim=True).clamp(min=1e-12)
+    if features["normalize"] == "standard":
+        x = (x - features["mean"]) / features["std"]
+    if features["dtype"] == "float16":
+        x = x.half().float()        # the precision the run stored them in
+    return x
 
 
 def with_feature_dtype(graph, dtype: str):

@@ -4,5 +4,6 @@ partition of the vertices' memory and mailbox and exchange each needed row once 
 
 Modules: `data` (event stream), `batch` (sharded batches + prefetch), `models`, `memory`
 (owner-partitioned state), `exchange` (dedup vs naive all-to-all), `placement` (vertex
-owners), `metrics` (AP, MRR), `mode` (the plug-in `gnnsys.training` runs).
+owners), `metrics` (AP, MRR), `mode` (the plug-in `gnnsys.training` runs), `queries` (a
+finished run's query events, read and checked).
 """

@@ -47,6 +47,7 @@ ONE_TORCH_THREAD_BELOW_EVENTS = 800
 class TemporalMode(Mode):
     task = "link"
     data_kind = "temporal"
+    predicts = "events"
     metric = "ap"
     grad_op = "sum"              # each shard's loss is already divided by the global batch
     final_splits = ("test",)     # from the memory the selected epoch's validation left

@@ -1,6 +1,7 @@
 """A temporal run's predictions: scores of query events (src, dst, t) replayed as the
 final evaluation ran, on 1 and 2 workers, and node embeddings as of a time; a bad query
-file is one line, exit 2 (gnnsys.result, TemporalMode.score_queries / embed_nodes)."""
+file is one line, exit 2 (gnnsys.prediction, gnnsys.temporal.queries,
+TemporalMode.score_queries / embed_nodes)."""
 import numpy as np
 import pytest
 import torch
@@ -10,7 +11,7 @@ from gnnsys.cli import main
 from gnnsys.config import ConfigError
 from gnnsys.distributed import WorkerContext
 from gnnsys.mode import mode_class
-from gnnsys.result import best_state, restored_mode
+from gnnsys.prediction import best_state, restored_mode
 from gnnsys.temporal.metrics import link_metrics
 from samplers.temporal import batch_number
 
@@ -198,12 +199,12 @@ def test_query_files_that_cannot_be_read_as_meant_are_one_line(tmp_path, capsys)
 
 def test_the_earliest_query_time_prints_exactly():
     from types import SimpleNamespace
-    from gnnsys.result import _check_times
+    from gnnsys.temporal.queries import check_times
     events = SimpleNamespace(t0=2_000_000.0, t=np.array([0.0, 218_290.0, 218_290.25]),
                              val=(0, 3))
     with pytest.raises(ConfigError, match=r"query time t=2218290 \(row 1\) is before the end "
                                           r"of the run's validation events \(t=2218290.25\)"):
-        _check_times(np.array([2_218_291.0, 2_218_290.0]), events)
+        check_times(np.array([2_218_291.0, 2_218_290.0]), events)
 
 
 def test_queries_are_scored_in_bounded_chunks(tmp_path, monkeypatch):

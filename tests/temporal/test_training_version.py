@@ -8,7 +8,7 @@ import torch
 from gnnsys.config import ConfigError
 from gnnsys.distributed import WorkerContext
 from gnnsys.mode import mode_class
-from gnnsys.result import best_state, restored_mode
+from gnnsys.prediction import best_state, restored_mode
 from gnnsys.temporal.mode import TemporalMode
 from gnnsys.training import fit
 from tests.temporal.test_temporal_predict import temporal_run
