@@ -92,6 +92,15 @@ class FullGraphGNN(FullGraphModel, nn.Module):
         """Every layer's output rows."""
         return rows * sum(self.widths[1:])
 
+    # why no torch_geometric model equals this one (`gnnsys.export`)
+    not_pyg = "no torch_geometric model equals it"
+
+    def pyg_export(self, config):
+        from ..errors import ConfigError
+        raise ConfigError(f"full-graph model.arch {self.arch} cannot be exported as a "
+                          f"torch_geometric model: {self.not_pyg}; use "
+                          "gnnsys.load_run(run_dir).model")
+
     def forward(self, x: torch.Tensor, exchanger: HaloExchanger, quantized: bool,
                 layers: int | None = None) -> torch.Tensor:
         """x: features of this worker's inner nodes [central | marginal]; returns their
@@ -114,10 +123,14 @@ class FullGraphGNN(FullGraphModel, nn.Module):
 
 class GCN(FullGraphGNN):
     arch = aggregation = "gcn"
+    not_pyg = ("it weighs an edge u->v by 1/sqrt(d_out(u) d_in(v)), GCNConv by "
+               "1/sqrt(d_in(u) d_in(v)), unequal on a directed graph")
 
 
 class SAGE(FullGraphGNN):
     arch = aggregation = "sage"
+    not_pyg = ("its mean leaves out self loops, which SAGEConv's counts (without them it "
+               "is GraphSAGE's math, but no recipe maps its neigh/root weights yet)")
 
 
 class MLP(FullGraphModel, mlp.MLP):

@@ -108,3 +108,15 @@ def test_linkx_refuses_what_it_would_ignore_in_full_graph_mode_too(tmp_path):
     with pytest.raises(ConfigError, match="model.arch linkx normalises as PyG's LINKX does"):
         from_dict(settings(tmp_path, "linkx", 1, layers=1) | {
             "model": {"arch": "linkx", "norm": "layer"}})
+
+
+def test_gcn_and_sage_exports_are_refused_naming_why(tmp_path):
+    graph = tiny_graph(num_nodes=60)
+    for arch, why in (("gcn", "1/sqrt(d_out(u) d_in(v))"), ("sage", "leaves out self loops")):
+        config = settings(tmp_path, arch, 1)
+        config["train"].update(epochs=1, eval_every=1)
+        result = gnnsys.Trainer(config, data=graph).fit()
+        with pytest.raises(ConfigError, match=f"full-graph model.arch {arch} cannot be "
+                                              "exported as a torch_geometric model: ") as err:
+            result.export_pyg()
+        assert why in str(err.value) and "\n" not in str(err.value)
