@@ -1,12 +1,12 @@
 """A run's model as PyG's own model, to serve without gnnsys.
 
 A model that has a PyG counterpart names it (`pyg_export`; one without is refused, as
-is model.residual): SAGE, GCN and GAT are
-PyG's basic GNN layer for layer (the same convs; norm, ReLU, dropout between layers; GAT
-heads concatenated, averaged in the last layer; GCN's global-degree weights over full
-neighbourhoods are GCNConv's own, on a graph without self loops), MLP and LINKX are PyG's,
-in either mode. The file, weights only: {"class", "kwargs", "state_dict", "features": how
-the run prepared its inputs (README, "Use")}.
+is model.residual). Minibatch SAGE, GCN and GAT are PyG's basic GNN layer for layer (the
+same convs; norm, ReLU, dropout between layers; GAT heads concatenated, averaged in the
+last layer; GCN's global-degree weights over full neighbourhoods are GCNConv's own, on a
+graph without self loops); MLP and LINKX are PyG's, in either mode. The file, weights
+only: {"class", "kwargs", "state_dict", "features": how the run prepared its inputs
+(README, "Use")}.
 """
 from __future__ import annotations
 
