@@ -1,7 +1,8 @@
 """Full-graph mode plug-in (AdaQP): one rank's set-up, training step and evaluation.
 
 Every rank takes the vertex partition from the shared partition cache (rank 0 builds or
-opens it, everyone receives), builds its halo plan, and per epoch does one full-graph
+opens it, everyone receives), builds its halo plan (its rows alone for a model that reads
+no neighbour's rows: `FullGraphModel.aggregation`), and per epoch does one full-graph
 step with quantised boundary exchange; the loss is divided by the global number of
 training nodes, so the loop's gradient all-reduce sums. Evaluation is in full precision.
 Adaptive mode re-solves the bit-widths every `assign_every` epochs from the statistics
