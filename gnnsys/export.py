@@ -1,11 +1,12 @@
-"""A minibatch run's model as PyG's own model, to serve without gnnsys.
+"""A run's model as PyG's own model, to serve without gnnsys.
 
-Each model names its PyG counterpart (`MinibatchModel.pyg_export`): SAGE, GCN and GAT are
-PyG's basic GNN layer for layer (the same convs; norm, ReLU, dropout between layers; GAT
-heads concatenated, averaged in the last layer; GCN's global-degree weights over full
-neighbourhoods are GCNConv's own, on a graph without self loops), MLP is PyG's MLP. The
-file, weights only: {"class", "kwargs", "state_dict", "features": how the run prepared its
-inputs (README, "Use")}. model.residual, full-graph and temporal runs are refused.
+A model that has a PyG counterpart names it (`pyg_export`; one without is refused, as
+is model.residual). Minibatch SAGE, GCN and GAT are PyG's basic GNN layer for layer (the
+same convs; norm, ReLU, dropout between layers; GAT heads concatenated, averaged in the
+last layer; GCN's global-degree weights over full neighbourhoods are GCNConv's own, on a
+graph without self loops); MLP and LINKX are PyG's, in either mode. The file, weights
+only: {"class", "kwargs", "state_dict", "features": how the run prepared its inputs
+(README, "Use")}.
 """
 from __future__ import annotations
 
@@ -26,18 +27,20 @@ def export_pyg(result, path=None) -> dict:
         check_output(path, needed=result.needed_files())   # before any work
     config = result.config
     m, d = config.model, config.dataset
-    if config.mode != "minibatch" or m.residual:
-        raise ConfigError(f"{'model.residual' if m.residual else 'mode ' + config.mode} cannot "
-                          "be exported as a torch_geometric model; use gnnsys.load_run(run_dir)"
-                          ".model (weights: checkpoint.pt in the run directory)")
     model = result.model
+    if m.residual or not hasattr(model, "pyg_export"):
+        what = "model.residual" if m.residual else f"{config.mode} model.arch {m.arch}"
+        raise ConfigError(f"{what} cannot be exported as a torch_geometric model (PyG has no "
+                          "model equal to it); use gnnsys.load_run(run_dir).model (weights: "
+                          "checkpoint.pt in the run directory)")
     name, kwargs = model.pyg_export(config)
     pyg = getattr(pyg_nn, name)(**kwargs)
     names = {k.replace(".module.", "."): k for k in pyg.state_dict()}  # PyG's BatchNorm wraps
     pyg.load_state_dict({names.get(k, k): v for k, v in model.state_dict().items()})
     features = {"normalize": d.normalize_features, "dtype": d.feature_dtype}
-    if model.export_refuses_self_loops or d.normalize_features == "standard":
-        _check_graph(config, result._graph, features, model.export_refuses_self_loops)
+    no_self_loops = getattr(model, "export_refuses_self_loops", False)
+    if no_self_loops or d.normalize_features == "standard":
+        _check_graph(config, result._graph, features, no_self_loops)
     saved = {"class": name, "kwargs": kwargs, "state_dict": pyg.state_dict(),
              "features": features}
     if path is not None:

@@ -315,7 +315,26 @@ def read_metrics(path: str | os.PathLike) -> list[dict]:
     if len(torn) > TORN_LINES_NAMED:
         log.warning("%s: %d more lines are not valid JSON; skipped", file,
                     len(torn) - TORN_LINES_NAMED)
-    return _count_from_one(records)
+    return _renamed(_count_from_one(records))
+
+
+# epoch keys an older gnnsys logged under another name: full-graph's phase seconds
+RENAMED_KEYS = {"time_comm": "comm_s", "time_quant": "quant_s", "time_central": "central_s",
+                "time_marginal": "marginal_s", "time_wait": "wait_s", "time_epoch": "step_s"}
+
+
+def _renamed(records: list[dict]) -> list[dict]:
+    """The epoch records with RENAMED_KEYS' old names (each rank's too) read as today's."""
+    def rename(record: dict) -> dict:
+        return {RENAMED_KEYS.get(k, k): v for k, v in record.items()}
+    out = []
+    for r in records:
+        if r.get("kind") == "epoch" and any(k in RENAMED_KEYS for k in r):
+            r = rename(r)
+            if isinstance(r.get("workers"), list):
+                r["workers"] = [rename(w) if isinstance(w, dict) else w for w in r["workers"]]
+        out.append(r)
+    return out
 
 
 # where each kind of record holds epoch numbers

@@ -55,8 +55,7 @@ VARIANTS = {
     "adaptive-q": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=false"],
     "adaptive": ["fullgraph.quantization.mode=adaptive", "fullgraph.overlap=true"],
 }
-TIMES = ("time_epoch", "time_comm", "time_wait", "time_quant", "time_central", "time_marginal",
-         "grad_sync_s")
+TIMES = ("step_s", "comm_s", "wait_s", "quant_s", "central_s", "marginal_s", "grad_sync_s")
 
 
 def load(dataset: str, workers: int, variant: str, args, run_dir: Path):
@@ -97,6 +96,15 @@ def summarise_times(row: dict) -> dict:
     return row
 
 
+def renamed(row: dict) -> dict:
+    """A row an older version wrote, its phase times under today's names (runlog's map)."""
+    from gnnsys.runlog import RENAMED_KEYS
+    row = {RENAMED_KEYS.get(k, k): v for k, v in row.items()}
+    if isinstance(row.get("epoch_times"), dict):
+        row["epoch_times"] = {RENAMED_KEYS.get(k, k): v for k, v in row["epoch_times"].items()}
+    return row
+
+
 def load_rows(path: Path) -> list[dict]:
     """One row per (dataset, workers, variant): the latest sweep's, with the epoch times
     of all its rounds pooled (an earlier sweep of the same cell is replaced)."""
@@ -104,7 +112,7 @@ def load_rows(path: Path) -> list[dict]:
     for line in path.read_text().splitlines():
         if not line.strip():
             continue
-        row = json.loads(line)
+        row = renamed(json.loads(line))
         key = (row["dataset"], row["workers"], row["variant"])
         old = rows.get(key)
         if old is not None and old.get("sweep") == row.get("sweep") and "epoch_times" in row:
@@ -127,7 +135,7 @@ def paired_epochs(loop) -> list:
     for epoch in range(loop.config.train.epochs):
         loop.mode.exchanger.overlap = epoch % 4 in (1, 2)
         rec = loop.train_epoch(epoch)
-        out.append((loop.mode.exchanger.overlap, rec["time_epoch"], rec["time_wait"]))
+        out.append((loop.mode.exchanger.overlap, rec["step_s"], rec["wait_s"]))
     return out
 
 
@@ -189,13 +197,13 @@ def print_table(rows: list[dict]) -> None:
         ratio = b["bytes_per_epoch"] / r["bytes_per_epoch"] if b and r["bytes_per_epoch"] else 0
         d_test = 100 * (r["test"] - b["test"]) if b else float("nan")
         d_last = 100 * (r["test_last"] - b["test_last"]) if b else float("nan")
-        speed = r["time_epoch"] / b["time_epoch"] if b else float("nan")
+        speed = r["step_s"] / b["step_s"] if b else float("nan")
         print(f"{r['dataset']:<18}{r['workers']:>2} {r['variant']:<11}"
               f"{r['bytes_per_epoch'] / 2**20:>10.3f}{r['bytes_steady'] / 2**20:>10.3f}{ratio:>7.1f}"
               + "".join(f"{_ms(r[key]):>9}" for key in TIMES)
               + f"{r['assign_solve_s']:>8.2f}{100 * r['test']:>7.2f}"
               f"{d_test:>+6.2f}{100 * r['test_last']:>7.2f}{d_last:>+6.2f}{speed:>6.3f} "
-              f"{r.get('rounds', 1)}x{len(r.get('epoch_times', {}).get('time_epoch', []))}")
+              f"{r.get('rounds', 1)}x{len(r.get('epoch_times', {}).get('step_s', []))}")
     print("MB/ep: boundary-message MiB per epoch (all workers, mean); steady: last epoch; "
           "x less: vanilla bytes / these bytes; times: the slowest rank's ms per epoch, "
           "median over the epochs after the first; "
@@ -241,7 +249,7 @@ def main(argv=None) -> None:
                     f.write(json.dumps(row) + "\n")
                 print(f"done {dataset} K={workers} {variant} (round {round_}): "
                       f"{row['bytes_per_epoch'] / 2**20:.3f} MiB/epoch, "
-                      f"{row['time_epoch']:.3f} s/epoch, test {row['test']:.4f}", flush=True)
+                      f"{row['step_s']:.3f} s/epoch, test {row['test']:.4f}", flush=True)
     print_table(load_rows(out))
 
 

@@ -140,7 +140,7 @@ def _exchange_s(record: dict) -> float:
     """The saving's own exchange time, the slowest rank's (full-graph boundary rows,
     temporal memory rows, minibatch remote feature rows: fetched in the loader's thread,
     beside the step)."""
-    return next((record[key] for key in ("time_comm", "exchange_s", "fetch_s") if key in record),
+    return next((record[key] for key in ("comm_s", "exchange_s", "fetch_s") if key in record),
                 float("nan"))
 
 

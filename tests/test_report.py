@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 import gnnsys
-from gnnsys import report
+from gnnsys import report, runlog
 from gnnsys.cli import main
 
 GENERAL = {"loss", "metrics", "time", "traffic"}
@@ -52,11 +52,14 @@ def temporal_records(epochs=3):
                    "test_ap_inductive": 0.7}]
 
 
-def fullgraph_records(epochs=3):
+PHASES = ("comm", "quant", "central", "marginal", "wait")
+
+
+def fullgraph_records(epochs=3, name="{}_s"):
+    """`name`: how a phase's seconds key is spelled ("time_{}": an older gnnsys's log)."""
     out = []
     for e in range(epochs):
-        times = {f"time_{p}": 0.01 * (k + 1) for k, p in enumerate(
-            ("comm", "quant", "central", "marginal", "wait"))}
+        times = {name.format(p): 0.01 * (k + 1) for k, p in enumerate(PHASES)}
         out.append({"kind": "epoch", "epoch": e + 1, "loss": 1.0 / (e + 1), "epoch_s": 0.4, **_comm(e), **times,
                     "bytes_sent": 7000, "train_acc": 0.3 + e / 10, "val_acc": 0.3 + e / 10,
                     "bytes_by_bits": {"32": 4000, "8": 2000, "2": 600, "4": 400}})
@@ -125,9 +128,19 @@ def test_what_the_mode_charts_plot(tmp_path, drawn):
                                               "bytes_by_bits[4]", "bytes_by_bits[8]",
                                               "bytes_by_bits[32]"]
     assert drawn["message_bytes"][1]["bytes_by_bits[32]"] == [(e, 4000) for e in (1, 2, 3)]
-    assert list(drawn["phase_time"][1]) == [f"time_{p}" for p in (
-        "comm", "quant", "central", "marginal", "wait")]
+    assert list(drawn["phase_time"][1]) == [f"{p}_s" for p in PHASES]
     assert set(drawn["metrics"][1]) == {"val_acc", "train_acc"}
+
+
+def test_an_older_full_graph_log_draws_its_phase_times_under_todays_names(tmp_path, drawn):
+    old = fullgraph_records(name="time_{}")
+    old[0]["workers"] = [{"rank": 0, "time_comm": 0.5}, {"rank": 1, "time_comm": 0.25}]
+    run = write_run(tmp_path / "old", old, "fullgraph")
+    report.make_report(run)
+    assert drawn["phase_time"][1] == {f"{p}_s": [(e, 0.01 * (k + 1)) for e in (1, 2, 3)]
+                                      for k, p in enumerate(PHASES)}
+    first = runlog.epochs(run)[0]
+    assert "time_comm" not in first and first["workers"][1] == {"rank": 1, "comm_s": 0.25}
 
 
 def test_logs_draw_the_charts_whose_keys_they_have(tmp_path):

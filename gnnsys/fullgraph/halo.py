@@ -27,9 +27,10 @@ import scipy.sparse as sp
 import torch
 
 from gnnsys.graph import Graph
-from gnnsys.models.registry import archs
 
-ARCHS = archs("fullgraph")
+# the edge weights a full-graph model aggregates with (its `aggregation`): GCN's
+# normalisation, SAGE's mean
+AGGREGATIONS = ("gcn", "sage")
 
 
 # ----------------------------------------------------------------------------- weights
@@ -68,9 +69,11 @@ def _edge_chunks(graph: Graph, chunk_edges: int | None = None):
 
 
 def aggregation_weights(graph: Graph, arch: str) -> AggregationWeights:
-    """The degrees behind the full-graph aggregation weights (one streamed pass)."""
-    if arch not in ARCHS:
-        raise ValueError(f"full-graph mode supports model.arch in {ARCHS}, got '{arch}'")
+    """The degrees behind the full-graph aggregation weights (one streamed pass); `arch`:
+    the aggregation, one of AGGREGATIONS."""
+    if arch not in AGGREGATIONS:
+        raise ValueError(f"the full-graph aggregation is one of {AGGREGATIONS} (a model.arch's "
+                         f"`aggregation`), got '{arch}'")
     n = graph.num_nodes
     d_in, d_out = np.zeros(n, np.int64), np.zeros(n, np.int64)
     for src, dst in _edge_chunks(graph):
@@ -193,6 +196,21 @@ class HaloPlan:
         return {"inner": self.num_inner, "central": self.num_central,
                 "marginal": self.num_marginal, "halo": self.num_halo,
                 "send_rows": int(sum(len(s) for s in self.send_idx))}
+
+
+def inner_plan(parts: np.ndarray, rank: int, world_size: int) -> HaloPlan:
+    """Partition `rank`'s rows alone, for a model that reads no neighbour's rows: no
+    halo, nothing sent, empty aggregation operators."""
+    inner_gid = np.flatnonzero(np.asarray(parts) == rank)
+    n = len(inner_gid)
+    empty = SparseOperator.from_scipy(sp.csr_matrix((n, n), dtype=np.float32))
+    none = np.zeros(0, np.int64)
+    return HaloPlan(rank=rank, world_size=world_size, inner_gid=inner_gid, halo_gid=none,
+                    halo_owner=none, num_central=n, send_idx=[none] * world_size,
+                    recv_ranges=[(0, 0)] * world_size,
+                    send_scores=[np.zeros(0)] * world_size, central=empty,
+                    marginal_local=SparseOperator.from_scipy(sp.csr_matrix((0, n))),
+                    marginal_halo=SparseOperator.from_scipy(sp.csr_matrix((0, 0))))
 
 
 def build_halo_plan(graph: Graph, parts: np.ndarray, rank: int, world_size: int,

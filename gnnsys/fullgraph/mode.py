@@ -1,7 +1,8 @@
 """Full-graph mode plug-in (AdaQP): one rank's set-up, training step and evaluation.
 
 Every rank takes the vertex partition from the shared partition cache (rank 0 builds or
-opens it, everyone receives), builds its halo plan, and per epoch does one full-graph
+opens it, everyone receives), builds its halo plan (its rows alone for a model that reads
+no neighbour's rows: `FullGraphModel.aggregation`), and per epoch does one full-graph
 step with quantised boundary exchange; the loss is divided by the global number of
 training nodes, so the loop's gradient all-reduce sums. Evaluation is in full precision.
 Adaptive mode re-solves the bit-widths every `assign_every` epochs from the statistics
@@ -18,19 +19,21 @@ import torch.nn.functional as F
 
 from ..errors import ConfigError
 from ..mode import NodeClassificationMode
+from ..models.registry import archs, model_class
 from ..partitions import ASSIGNMENT_SETTINGS
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from ..step_memory import check_step_fits, shapes_only
 from .assign import AdaptiveAssigner, profile_links, profile_range
 from .exchange import BitAssignment, HaloExchanger, backward_key, forward_key
-from .halo import ARCHS, aggregation_weights, build_halo_plan
-from .model import NORMS, FullGraphGNN
+from .halo import aggregation_weights, build_halo_plan, inner_plan
+from .model import NORMS
 from .quantize import message_size
 from .timing import EpochTimers
 
-# Per-epoch seconds reported in the log, as (log key, timer name).
-TIME_KEYS = (("time_comm", "comm"), ("time_quant", "quant"), ("time_central", "central"),
-             ("time_marginal", "marginal"), ("time_wait", "wait"))
+# Per-epoch seconds reported in the log, as (log key, timer name); `step_s` is the
+# full-graph step's own (forward, backward and their exchanges), inside the loop's epoch_s
+TIME_KEYS = (("comm_s", "comm"), ("quant_s", "quant"), ("central_s", "central"),
+             ("marginal_s", "marginal"), ("wait_s", "wait"), ("step_s", "epoch"))
 
 
 class LocalData:
@@ -65,22 +68,29 @@ class FullGraphMode(NodeClassificationMode):
     eval_splits = final_splits = ("val", "test")   # one full-graph pass scores both
     # float16 features are a feature-store format: this mode computes on float32 rows it
     # holds once
-    supports = {"model.arch": ARCHS, "model.norm": NORMS, "model.residual": (False,),
+    supports = {"model.arch": archs("fullgraph"), "model.norm": NORMS, "model.residual": (False,),
                 "train.compile": (False,), "dataset.feature_dtype": ("float32",),
                 "train.precision": ("fp32",)}
     partition_keys = ASSIGNMENT_SETTINGS     # it reads the vertex -> part assignment only
     # phase times are each rank's own: the slowest rank's is the epoch's
     reductions = {"assign_solve_s": "max", "assign": "max", "bits": "sum",
                   "bytes_sent": "sum", "bytes_by_bits": "sum",
-                  **{key: "max" for key, _ in TIME_KEYS}, "time_epoch": "max"}
+                  **{key: "max" for key, _ in TIME_KEYS}}
     charts = {"message_bytes": ("message bytes by bit width", "bytes",
                                 ["bytes_sent", "bytes_by_bits.*"]),
               "phase_time": ("seconds per epoch by phase (the slowest rank's)", "seconds",
-                             [key for key, _ in TIME_KEYS])}
+                             [key for key, _ in TIME_KEYS if key != "step_s"])}
 
     @classmethod
     def check_config(cls, config) -> None:
         super().check_config(config)
+        model = model_class("fullgraph", config.model.arch)
+        model.check_config(config)
+        q = config.fullgraph.quantization
+        if model.aggregation is None and q.mode != "none":
+            raise ConfigError(f"config key 'fullgraph.quantization.mode' is {q.mode!r} but "
+                              f"model.arch {config.model.arch} exchanges no rows (each worker "
+                              "computes its own); set fullgraph.quantization.mode: none")
         c = config.cluster
         if c.launcher == "threads" and c.workers > 1 and config.train.device != "cpu" \
                 and (config.train.device == "cuda" or torch.cuda.is_available()):
@@ -133,14 +143,15 @@ class FullGraphMode(NodeClassificationMode):
         m, g = self.config.model, self.graph
 
         def build():
-            return FullGraphGNN(m.arch, g.num_features, m.hidden, g.num_classes, m.layers,
-                                m.dropout, m.norm)
+            return model_class("fullgraph", m.arch).from_config(
+                self.config, g.num_features, g.num_classes, g.num_nodes)
         rows = len(self.plan.inner_gid)
-        check_step_fits(shapes_only(build), rows * (m.hidden * (m.layers - 1) + g.num_classes),
+        shapes = shapes_only(build)
+        check_step_fits(shapes, shapes.step_elements(rows),
                         f"{m.layers} layers output this worker's {rows} rows, "
                         f"model.hidden={m.hidden} wide",
                         "model.hidden, or spread the graph over more cluster.workers")
-        self.model = build()
+        self.model = build().set_rows(self.plan, g)
         return self.model.to(self.ctx.device)
 
     # ------------------------------------------------------------------ training
@@ -174,8 +185,7 @@ class FullGraphMode(NodeClassificationMode):
         seconds = self.timers.pop()
         by_bits = self.exchanger.take_bytes_by_bits()
         stats = {**self.stats, "bytes_sent": sum(by_bits.values()), "bytes_by_bits": by_bits,
-                 **{key: round(seconds.get(name, 0.0), 6) for key, name in TIME_KEYS},
-                 "time_epoch": round(seconds.get("epoch", 0.0), 6)}
+                 **{key: round(seconds.get(name, 0.0), 6) for key, name in TIME_KEYS}}
         return stats
 
     # ------------------------------------------------------------------ evaluation
@@ -223,8 +233,11 @@ def build_plan(ctx, config, graph):
     if ctx.is_main:
         parts = fullgraph_parts(config, graph, progress=config.train.progress)
     parts = ctx.comm.broadcast_object(parts, src=0)
-    weights = aggregation_weights(graph, config.model.arch)
-    return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, config.model.arch, weights)
+    aggregation = model_class("fullgraph", config.model.arch).aggregation
+    if aggregation is None:                  # the model reads no neighbour's rows
+        return inner_plan(parts, ctx.rank, ctx.world_size)
+    weights = aggregation_weights(graph, aggregation)
+    return build_halo_plan(graph, parts, ctx.rank, ctx.world_size, aggregation, weights)
 
 
 def _message_widths(layers: int, in_dim: int, hidden: int, out_dim: int,

@@ -80,17 +80,30 @@ class LINKX(MinibatchModel):
         rows = first_rows(x, num_dst)
         rows = rows.float() if rows.dtype == torch.float16 else rows
         if i == 0:
-            # sparse products in float32 whatever train.precision says (no bf16 kernel)
-            with torch.autocast(device_type=x.device.type, enabled=False):
-                adjacency = self.adjacency_rows(n_id[:num_dst], adjacency).to(x.device)
-                a = torch.sparse.mm(adjacency, self.edge_lin.weight) + self.edge_lin.bias
-                h = self.node_mlp(rows) if is_sparse(rows) else None
-            a = a + self.cat_lin1(a)
-            h = self.node_mlp(rows) if h is None else h
-            rows = F.relu(a + h + self.cat_lin2(h))
+            adjacency = self.adjacency_rows(n_id[:num_dst], adjacency).to(x.device)
+            rows = self.combine(adjacency, rows)
+        return self.final_layer(i, rows)
+
+    def combine(self, adjacency: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """Layer 0's input: the MLP of the adjacency rows (sparse CSR, `adjacency_rows`)
+        and that of the features `rows`, combined as PyG's LINKX does."""
+        # sparse products in float32 whatever train.precision says (no bf16 kernel)
+        with torch.autocast(device_type=rows.device.type, enabled=False):
+            a = torch.sparse.mm(adjacency, self.edge_lin.weight) + self.edge_lin.bias
+            h = self.node_mlp(rows) if is_sparse(rows) else None
+        a = a + self.cat_lin1(a)
+        h = self.node_mlp(rows) if h is None else h
+        return F.relu(a + h + self.cat_lin2(h))
+
+    def final_layer(self, i: int, rows: torch.Tensor, norm=None) -> torch.Tensor:
+        """The final MLP's Linear i; then, but after the last, as PyG's final MLP: act
+        first, then norm (`norm(module, rows)` instead of the module where given), then
+        dropout."""
         out = self.final_mlp.lins[i](rows)
-        if i < self.num_layers - 1:      # as PyG's final MLP: act first, then norm
-            out = self.final_mlp.norms[i](F.relu(out))
+        if i < self.num_layers - 1:
+            out = F.relu(out)
+            out = self.final_mlp.norms[i](out) if norm is None else \
+                norm(self.final_mlp.norms[i], out)
             out = F.dropout(out, self.final_mlp.dropout[i], self.training)
         return out
 

@@ -3,7 +3,8 @@
 Names only (no imports): `model.arch`'s vocabulary of a mode is `archs(mode)`, read by
 the mode's `supports` without loading any model. A minibatch entry is a class following
 `gnnsys.models.base.MinibatchModel`; adding a minibatch model is its module plus one line
-here. Full-graph and temporal entries name what those modes build (their own contracts).
+here. A full-graph entry is a class following `gnnsys.fullgraph.model.FullGraphModel`,
+a temporal one what that mode builds (its own contract).
 A `model.arch` of the form "module:Class" names a class of the user's own instead
 (`own.py`: imported only then).
 """
@@ -17,8 +18,10 @@ MODELS = {
     ("minibatch", "gat"): "gnnsys.models.gat:GAT",
     ("minibatch", "mlp"): "gnnsys.models.mlp:MLP",
     ("minibatch", "linkx"): "gnnsys.models.linkx:LINKX",
-    ("fullgraph", "gcn"): "gnnsys.fullgraph.model:FullGraphGNN",
-    ("fullgraph", "sage"): "gnnsys.fullgraph.model:FullGraphGNN",
+    ("fullgraph", "gcn"): "gnnsys.fullgraph.model:GCN",
+    ("fullgraph", "sage"): "gnnsys.fullgraph.model:SAGE",
+    ("fullgraph", "mlp"): "gnnsys.fullgraph.model:MLP",
+    ("fullgraph", "linkx"): "gnnsys.fullgraph.model:LINKX",
     ("temporal", "tgn"): "gnnsys.temporal.models:build_model",
     ("temporal", "jodie"): "gnnsys.temporal.models:build_model",
     ("temporal", "apan"): "gnnsys.temporal.models:build_model",

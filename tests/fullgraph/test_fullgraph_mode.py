@@ -8,7 +8,7 @@ from gnnsys.config import from_dict
 from gnnsys.training import fit
 from gnnsys.testing import shared_data_dir, tiny_graph
 
-TIME_KEYS = ("time_comm", "time_quant", "time_central", "time_marginal", "grad_sync_s")
+TIME_KEYS = ("comm_s", "quant_s", "central_s", "marginal_s", "wait_s", "step_s", "grad_sync_s")
 
 
 @pytest.mark.skipif(shared_data_dir() is None, reason="needs ../shared/data (Cora)")
