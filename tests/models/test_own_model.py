@@ -144,7 +144,7 @@ def test_what_is_not_a_model_class_is_one_line_naming_the_key(tmp_path, monkeypa
 
 
 @pytest.mark.parametrize("mode, archs", [("temporal", "tgn, jodie, apan"),
-                                         ("fullgraph", "gcn, sage")])
+                                         ("fullgraph", "gcn, sage, mlp, linkx")])
 def test_other_modes_refuse_a_class_of_ones_own(mode, archs):
     with pytest.raises(ConfigError) as err:
         from_dict({"mode": mode, "model": {"arch": PATH}})
