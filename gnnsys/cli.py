@@ -74,7 +74,7 @@ def _datasets(args) -> int:
 
 
 def _partition(args) -> int:
-    from .partitions import ensure_partitions, parts_dir
+    from .partition_cache import ensure_partitions, parts_dir
     config = load_config(args.config, list(args.set or []))
     parts = ensure_partitions(config, force=args.force, progress=True)
     if args.verify:

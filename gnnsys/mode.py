@@ -52,7 +52,7 @@ class Mode:
     eval_splits: tuple = ("val",)          # scored after each epoch that evaluates
     final_splits: tuple = ("train", "val", "test")   # scored for the selected model
     supports: dict = {}                    # config key -> the values this mode trains with
-    # the settings (gnnsys.partitions.partition_settings keys) the partitions it reads from
+    # the settings (gnnsys.partition_cache.partition_settings keys) the partitions it reads from
     # disk are built by, a stale one refused naming the first changed; None: it reads none
     partition_keys: tuple | None = None
     reductions: dict = {}                  # epoch_stats() key -> one of REDUCTIONS

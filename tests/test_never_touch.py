@@ -14,7 +14,7 @@ import pytest
 
 from gnnsys import cli
 from gnnsys.config import from_dict
-from gnnsys.partitions import ensure_partitions
+from gnnsys.partition_cache import ensure_partitions
 from gnnsys.report import chart_stems, make_report
 from gnnsys.runlog import RunDir, epochs
 from gnnsys.testing import tiny_graph

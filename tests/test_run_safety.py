@@ -131,7 +131,7 @@ def test_non_finite_features_are_refused_at_load(tmp_path, monkeypatch):
 
 
 def test_partitions_of_changed_dataset_files_are_never_reused(tmp_path):
-    from gnnsys.partitions import ensure_partitions
+    from gnnsys.partition_cache import ensure_partitions
     from gnnsys.testing import shared_data_dir
     from partition.format import PartitionError
     if shared_data_dir() is None:

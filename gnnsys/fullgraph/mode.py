@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError
 from ..mode import NodeClassificationMode
 from ..models.registry import archs, model_class
-from ..partitions import ASSIGNMENT_SETTINGS
+from ..partition_cache import ASSIGNMENT_SETTINGS
 from ..sparse_features import as_csr, csr_tensor, feature_bytes, is_sparse
 from ..step_memory import check_step_fits, shapes_only
 from .assign import AdaptiveAssigner, profile_links, profile_range
@@ -224,7 +224,7 @@ class FullGraphMode(NodeClassificationMode):
 # ----------------------------------------------------------------------------- set-up
 def build_plan(ctx, config, graph):
     """This rank's halo plan over the vertex partition of the shared partition cache."""
-    from ..partitions import fullgraph_parts
+    from ..partition_cache import fullgraph_parts
     parts_wanted = config.partition.num_parts
     if parts_wanted not in (None, ctx.world_size):
         raise ValueError(f"full-graph mode needs one partition per worker: partition.num_parts "

@@ -2,7 +2,7 @@
 neighbourhoods), 1 or K workers.
 
 One worker trains on the whole graph in memory. K workers follow SALIENT++: the driver
-makes sure the partitions exist (`gnnsys.partitions`), then each worker
+makes sure the partitions exist (`gnnsys.partition_cache`), then each worker
 
 - opens its part (memory-mapped, checksums verified) and the full topology;
 - builds its `FeatureStore`: own rows in VIP order + the cache the policy picks;
@@ -28,7 +28,7 @@ from ..errors import ConfigError
 from ..mode import NodeClassificationMode
 from ..models import build_model
 from ..models.registry import archs, model_class
-from ..partitions import ALL_SETTINGS
+from ..partition_cache import ALL_SETTINGS
 from ..runlog import progress
 from ..sparse_features import feature_bytes
 from .inference import HaloGraph, halo_inference
@@ -62,7 +62,7 @@ class MinibatchMode(NodeClassificationMode):
         """Driver side: K workers need the partitions on disk (built once, here)."""
         if config.cluster.workers == 1:
             return () if graph is None else (None, graph)
-        from ..partitions import ensure_partitions, num_parts
+        from ..partition_cache import ensure_partitions, num_parts
         if num_parts(config) != config.cluster.workers:
             raise ValueError(f"partition.num_parts={config.partition.num_parts} but "
                              f"cluster.workers={config.cluster.workers}; each worker owns one "

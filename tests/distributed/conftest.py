@@ -2,7 +2,7 @@
 import pytest
 
 from gnnsys.config import from_dict
-from gnnsys.partitions import ensure_partitions
+from gnnsys.partition_cache import ensure_partitions
 from gnnsys.testing import tiny_graph
 
 

@@ -5,7 +5,7 @@ import torch
 
 from gnnsys.config import from_dict
 from gnnsys.fullgraph.halo import aggregation_weights, build_halo_plan
-from gnnsys.partitions import ensure_partitions, fullgraph_parts
+from gnnsys.partition_cache import ensure_partitions, fullgraph_parts
 from gnnsys.testing import tiny_graph
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from gnnsys.config import ConfigError, from_dict
 from gnnsys.datasets import load_run_graph
-from gnnsys.partitions import ensure_partitions
+from gnnsys.partition_cache import ensure_partitions
 from gnnsys.runlog import epochs, start
 from gnnsys.sparse_features import as_csr
 from gnnsys.testing import tiny_graph

@@ -19,7 +19,7 @@ from gnnsys.distributed import launch
 from gnnsys.minibatch.batch import MiniBatch
 from gnnsys.minibatch.mode import MinibatchMode
 from gnnsys.models import build_model
-from gnnsys.partitions import ensure_partitions
+from gnnsys.partition_cache import ensure_partitions
 from gnnsys.testing import tiny_graph
 from partition.format import PartitionSet
 from samplers import FusedSampler

@@ -2,7 +2,7 @@
 
 `FeatureStore` holds one worker's rows (its own part in VIP order, then the cached remote
 rows) and fills a batch's missing rows from their owners; `policy` picks what to cache;
-`access` measures what an epoch really reads; `gnnsys.partitions` finds or builds the
+`access` measures what an epoch really reads; `gnnsys.partition_cache` finds or builds the
 partitions.
 """
 from .access import CacheEffect, cache_effect, epoch_access_counts

@@ -10,7 +10,7 @@ import pytest
 
 from gnnsys.cli import main
 from gnnsys.config import from_dict
-from gnnsys.partitions import ensure_partitions, fullgraph_parts, parts_dir, vertex_parts
+from gnnsys.partition_cache import ensure_partitions, fullgraph_parts, parts_dir, vertex_parts
 from gnnsys.testing import tiny_graph
 from partition.build import assign_parts
 from partition.format import PartitionError, manifest_digest
@@ -123,7 +123,7 @@ def test_the_mode_names_the_settings_its_partitions_are_read_by(tmp_path):
     on disk must match: all of them (minibatch: VIP row order, stored rows) or the
     assignment's alone (full-graph); None reads none."""
     from gnnsys.mode import mode_class
-    from gnnsys.partitions import ALL_SETTINGS, ASSIGNMENT_SETTINGS, partition_settings
+    from gnnsys.partition_cache import ALL_SETTINGS, ASSIGNMENT_SETTINGS, partition_settings
     config = config_for(tmp_path, mode="minibatch", method="random")
     assert tuple(partition_settings(config)) == ALL_SETTINGS
     assert set(ASSIGNMENT_SETTINGS) < set(ALL_SETTINGS)
@@ -182,7 +182,7 @@ def test_cli_partition_verify_and_report(tmp_path, capsys):
 def test_a_tampered_label_or_split_file_is_caught(tmp_path, name):
     """Every file of a part is in the manifest's checksums, labels and splits included: a
     same-size edit is refused, naming the file."""
-    from gnnsys.partitions import ensure_partitions
+    from gnnsys.partition_cache import ensure_partitions
     from partition.format import PartitionError, PartitionSet
     config = from_dict({"cluster": {"workers": 2}, "partition": {"dir": str(tmp_path / "p")},
                         "dataset": {"name": "synthetic-tiny", "root": str(tmp_path / "d")}})
