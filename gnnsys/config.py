@@ -63,7 +63,7 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    # sage | gcn | gat | mlp | linkx (temporal: tgn | jodie | apan; fullgraph: gcn | sage),
+    # sage | gcn | gat | mlp | linkx (temporal: tgn | jodie | apan; fullgraph: gcn | sage | mlp | linkx),
     # or a minibatch model class of your own by import path, module:Class (models/own.py)
     arch: str = "sage"
     hidden: int = setting(256, ">= 1")   # hidden channels
