@@ -63,7 +63,8 @@ class DatasetConfig:
 
 @dataclass
 class ModelConfig:
-    # sage | gcn | gat | mlp | linkx (temporal: tgn | jodie | apan; fullgraph: gcn | sage | mlp | linkx),
+    # minibatch: sage | gcn | gat | mlp | linkx; fullgraph: gcn | sage | mlp | linkx;
+    # temporal: tgn | jodie | apan (models/registry.py),
     # or a minibatch model class of your own by import path, module:Class (models/own.py)
     arch: str = "sage"
     hidden: int = setting(256, ">= 1")   # hidden channels
