@@ -4,7 +4,8 @@ A model that has a PyG counterpart names it (`pyg_export`; one without is refuse
 is model.residual). Minibatch SAGE, GCN and GAT are PyG's basic GNN layer for layer (the
 same convs; norm, ReLU, dropout between layers; GAT heads concatenated, averaged in the
 last layer; GCN's global-degree weights over full neighbourhoods are GCNConv's own, on a
-graph without self loops); MLP and LINKX are PyG's, in either mode. The file, weights
+graph without self loops); MLP and LINKX are PyG's, in either mode; full-graph SAGE is
+PyG's GraphSAGE on a graph without self loops (its mean leaves them out). The file, weights
 only: {"class", "kwargs", "state_dict", "features": how the run prepared its inputs
 (README, "Use")}.
 """
@@ -36,11 +37,11 @@ def export_pyg(result, path=None) -> dict:
     name, kwargs = model.pyg_export(config)
     pyg = getattr(pyg_nn, name)(**kwargs)
     names = {k.replace(".module.", "."): k for k in pyg.state_dict()}  # PyG's BatchNorm wraps
-    pyg.load_state_dict({names.get(k, k): v for k, v in model.state_dict().items()})
+    pyg.load_state_dict({names.get(k, k): v for k, v in model.pyg_state_dict().items()})
     features = {"normalize": d.normalize_features, "dtype": d.feature_dtype}
     no_self_loops = getattr(model, "export_refuses_self_loops", False)
     if no_self_loops or d.normalize_features == "standard":
-        _check_graph(config, result._graph, features, no_self_loops)
+        _check_graph(config, result._graph, features, no_self_loops and name)
     saved = {"class": name, "kwargs": kwargs, "state_dict": pyg.state_dict(),
              "features": features}
     if path is not None:
@@ -48,10 +49,11 @@ def export_pyg(result, path=None) -> dict:
     return saved
 
 
-def _check_graph(config, graph, features: dict, no_self_loops: bool) -> None:
-    """`no_self_loops` (GCN): refuse a graph with self loops (gnnsys counts them in the
-    degree and adds one
-    more; GCNConv keeps one). Standard features: their training-node mean and std."""
+def _check_graph(config, graph, features: dict, no_self_loops) -> None:
+    """`no_self_loops` (the PyG class, or False): refuse a graph with self loops, which that
+    class weighs otherwise (minibatch GCN counts them in the degree and adds one more,
+    GCNConv keeps one; full-graph SAGE's mean leaves them out, SAGEConv's counts them).
+    Standard features: their training-node mean and std."""
     from .datasets.for_run import load_run_graph, standard_statistics
     from .sparse_features import densified
     raw = dataclasses.replace(config.dataset, normalize_features="none", feature_dtype="float32")
@@ -59,8 +61,9 @@ def _check_graph(config, graph, features: dict, no_self_loops: bool) -> None:
     edges = graph.edge_index() if no_self_loops else np.zeros((2, 0))
     loops = int((edges[0] == edges[1]).sum())
     if loops:
-        raise ConfigError(f"the run's graph has {loops} self loops, which GCNConv weighs "
-                          "otherwise than gnnsys's gcn: no torch_geometric GCN equals it")
+        raise ConfigError(f"the run's graph has {loops} self loops, which torch_geometric's "
+                          f"{no_self_loops} weighs otherwise than gnnsys's "
+                          f"{config.model.arch}: no torch_geometric model equals it")
     if features["normalize"] == "standard":
         x = densified(graph.x, "dataset.normalize_features=standard")
         mean, std = standard_statistics(np.asarray(x, dtype=np.float32), graph.train_idx)

@@ -60,6 +60,10 @@ class FullGraphModel:
     def set_rows(self, plan, graph) -> "FullGraphModel":
         return self
 
+    def pyg_state_dict(self) -> dict:
+        """Its weights under the names of `pyg_export`'s model."""
+        return self.state_dict()
+
 
 class FullGraphGNN(FullGraphModel, nn.Module):
     """GCN (arch "gcn") or GraphSAGE ("sage") over the halo plan."""
@@ -128,9 +132,26 @@ class GCN(FullGraphGNN):
 
 
 class SAGE(FullGraphGNN):
+    """PyG's GraphSAGE layer for layer on a graph without self loops (its mean leaves them
+    out, SAGEConv's counts them: the export checks there are none): `neigh` is SAGEConv's
+    `lin_l`, `root` its `lin_r`."""
     arch = aggregation = "sage"
-    not_pyg = ("its mean leaves out self loops, which SAGEConv's counts (without them it "
-               "is GraphSAGE's math, but no recipe maps its neigh/root weights yet)")
+    export_refuses_self_loops = True
+
+    def pyg_export(self, config) -> tuple[str, dict]:
+        from ..models.base import PYG_NORMS
+        m = config.model
+        return "GraphSAGE", dict(in_channels=self.widths[0], hidden_channels=m.hidden,
+                                 num_layers=m.layers, out_channels=self.widths[-1],
+                                 dropout=m.dropout, **PYG_NORMS[m.norm])
+
+    def pyg_state_dict(self) -> dict:
+        renamed = {"neigh": "lin_l", "root": "lin_r"}
+        out = {}
+        for key, value in self.state_dict().items():
+            part, i, rest = key.split(".", 2)
+            out[f"convs.{i}.{renamed[part]}.{rest}" if part in renamed else key] = value
+        return out
 
 
 class MLP(FullGraphModel, mlp.MLP):

@@ -24,7 +24,7 @@ class MinibatchModel(nn.Module):
     # what the fused sampler may compute for the first layer instead of gathering its
     # sources' rows (samplers/_aggregate.py: "mean", "gcn"); None: gather them
     first_layer_aggregate: str | None = None
-    # GCNConv weighs self loops otherwise: the export checks the graph has none
+    # PyG's layer weighs self loops otherwise (GCNConv): the export checks the graph has none
     export_refuses_self_loops: bool = False
 
     def __init__(self, widths: list, dropout: float, residual: bool):
@@ -138,6 +138,10 @@ class MinibatchModel(nn.Module):
         from ..errors import ConfigError
         raise ConfigError(f"model.arch {config.model.arch} cannot be exported as a "
                           "torch_geometric model; use gnnsys.load_run(run_dir).model")
+
+    def pyg_state_dict(self) -> dict:
+        """This model's weights under the names of `pyg_export`'s model."""
+        return self.state_dict()
 
 
 def norm_layers(norm: str, widths: list) -> nn.ModuleList:

@@ -110,13 +110,46 @@ def test_linkx_refuses_what_it_would_ignore_in_full_graph_mode_too(tmp_path):
             "model": {"arch": "linkx", "norm": "layer"}})
 
 
-def test_gcn_and_sage_exports_are_refused_naming_why(tmp_path):
-    graph = tiny_graph(num_nodes=60)
-    for arch, why in (("gcn", "1/sqrt(d_out(u) d_in(v))"), ("sage", "leaves out self loops")):
-        config = settings(tmp_path, arch, 1)
-        config["train"].update(epochs=1, eval_every=1)
-        result = gnnsys.Trainer(config, data=graph).fit()
-        with pytest.raises(ConfigError, match=f"full-graph model.arch {arch} cannot be "
-                                              "exported as a torch_geometric model: ") as err:
-            result.export_pyg()
-        assert why in str(err.value) and "\n" not in str(err.value)
+def test_gcn_export_is_refused_naming_why(tmp_path):
+    config = settings(tmp_path, "gcn", 1)
+    config["train"].update(epochs=1, eval_every=1)
+    result = gnnsys.Trainer(config, data=tiny_graph(num_nodes=60)).fit()
+    with pytest.raises(ConfigError, match="full-graph model.arch gcn cannot be exported as a "
+                                          "torch_geometric model: ") as err:
+        result.export_pyg()
+    assert "1/sqrt(d_out(u) d_in(v))" in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("workers, norm", [(1, "none"), (2, "layer")])
+def test_sage_exports_as_pygs_graphsage(tmp_path, workers, norm):
+    graph = tiny_graph(num_nodes=120, seed=3)
+    config = settings(tmp_path, "sage", workers)
+    config["model"]["norm"] = norm
+    config["train"].update(epochs=5, eval_every=5)
+    result = gnnsys.Trainer(config, data=graph).fit()
+    scores = torch.from_numpy(result.predict("all")["scores"])
+    saved = result.export_pyg(tmp_path / "sage.pt")
+    assert saved["class"] == "GraphSAGE"
+    pyg = torch_geometric.nn.GraphSAGE(**saved["kwargs"])
+    pyg.load_state_dict(saved["state_dict"])
+    with torch.no_grad():
+        expected = pyg.eval()(torch.from_numpy(graph.x), torch.from_numpy(graph.edge_index()))
+    torch.testing.assert_close(expected, scores, atol=1e-5, rtol=0)
+
+
+def test_sage_export_refuses_a_graph_with_self_loops(tmp_path):
+    from gnnsys.graph import Graph
+    base = tiny_graph(num_nodes=60, seed=1)
+    loops = np.stack([np.arange(3), np.arange(3)])
+    graph = Graph.from_edge_index(np.concatenate([base.edge_index(), loops], 1), 60, x=base.x,
+                                  y=base.y, num_classes=base.num_classes,
+                                  train_idx=base.train_idx, val_idx=base.val_idx,
+                                  test_idx=base.test_idx, name="loops")
+    config = settings(tmp_path, "sage", 1)
+    config["train"].update(epochs=1, eval_every=1)
+    result = gnnsys.Trainer(config, data=graph).fit()
+    with pytest.raises(ConfigError) as err:
+        result.export_pyg()
+    assert str(err.value) == ("the run's graph has 3 self loops, which torch_geometric's "
+                              "GraphSAGE weighs otherwise than gnnsys's sage: no "
+                              "torch_geometric model equals it")
