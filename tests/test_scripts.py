@@ -218,6 +218,18 @@ def test_bench_accuracy(run, tmp_path):
     assert cells[5] == f"{row['mean'] - row['reference']:+.4f}"
 
 
+@needs_shared_data
+def test_bench_accuracy_archs(run, tmp_path):
+    out = run("bench_accuracy", "--datasets", "texas", "--archs", "linkx", "mlp", "--splits",
+              "1", "--epochs", "1", "--json", tmp_path / "rows.json", *sets("model.hidden=16"))
+    got = {r["arch"]: r for r in json.loads((tmp_path / "rows.json").read_text())}
+    assert set(got) == {"linkx", "mlp"} and all(len(r["scores"]) == 1 for r in got.values())
+    [cells] = rows(out, "texas")
+    best = max(got, key=lambda arch: got[arch]["mean"])
+    assert cells == ["texas", "acc", "1 splits", f"{got['linkx']['mean']:.4f} ± 0.0000",
+                     f"{got['mlp']['mean']:.4f} ± 0.0000", "no published figure", best]
+
+
 def test_bench_cache(run):
     out = run("bench_cache", "--datasets", "synthetic-tiny", "--parts", "2", "--method",
               "random", "--fanouts", "5", "5", "--batch-size", "128", "--replication", "0.1",
@@ -639,6 +651,20 @@ def test_bench_accuracy_protocols_fit_their_files():
             assert spec["protocol"] == "seeds" and masks is not None, name
         assert spec["runs"] >= 3, name
         assert len(spec["fanouts"]) == spec["layers"], name
+
+
+@needs_shared_data
+def test_bench_accuracy_archs_fit_every_dataset():
+    bench = importlib.import_module("bench_accuracy")
+    assert set(bench.LINKX_REFERENCES) <= set(bench.CONFIGS)
+    for name in bench.CONFIGS:
+        for arch in bench.ARCHS:
+            spec = bench.arch_spec(name, arch)
+            config = bench.run_config(name, spec, 0, None, Path("runs"))
+            assert config.model.arch == arch, (name, arch)
+            assert len(config.sampler.fanouts) == config.model.layers, (name, arch)
+            if bench.ARCHS[arch].get("fanouts", "as the row") is None:    # reads no neighbour
+                assert config.sampler.fanouts == [1] * config.model.layers, (name, arch)
 
 
 def network_args(**kw):
