@@ -93,6 +93,7 @@ class TrainConfig:
     epochs: int = setting(10, ">= 1", resumable=True)
     lr: float = setting(0.003, "> 0", resumable=True)
     weight_decay: float = setting(0.0, ">= 0", resumable=True)
+    optimizer: str = "adam"              # adam (weight_decay as L2) | adamw (decoupled decay)
     seed: int = setting(0, "in [0, 2**63)")   # seeds sampling, init and shuffling
     eval_every: int = setting(1, ">= 1", resumable=True)  # evaluate on the validation split every N epochs
     patience: int = setting(0, ">= 0")   # stop after this many epochs without a better
@@ -225,13 +226,14 @@ def _choices() -> dict:
     from partition import build, temporal as ownership
     from samplers import fused_gpu, temporal as neighbours
 
-    from . import precision
+    from . import optimizers, precision
     from .datasets import for_run
     from .distributed import comm, launcher
     from .models import norm
     return {**MODE_CHOICES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
             "train.precision": precision.PRECISIONS,
+            "train.optimizer": tuple(optimizers.OPTIMIZERS),
             "dataset.normalize_features": for_run.NORMALIZATIONS,
             "dataset.feature_dtype": for_run.FEATURE_DTYPES,
             "cluster.backend": comm.BACKENDS, "cluster.launcher": launcher.LAUNCHERS,

@@ -37,6 +37,7 @@ from .distributed.launcher import intra_op_threads
 from .distributed.ranks import gather_outputs, split_process_counters, this_process
 from .errors import ConfigError, DatasetMismatch
 from .mode import REDUCTIONS, mode_class
+from .optimizers import build_optimizer
 from .report import chart_stems
 from .runlog import (EPOCHS_FROM, RunDir, announce_kernel_compiles, kernel_compiles, progress,
                      summary_writer)
@@ -142,9 +143,7 @@ class TrainingLoop:
             print(f"train.precision: bf16 on {ctx.device.type}, which has no bf16 "
                   "arithmetic in hardware: torch emulates it, usually slower than fp32 "
                   "(see gnnsys/precision.py)", file=sys.stderr, flush=True)
-        # fused: one kernel for all parameters (the per-tensor loop cost ~3 ms a step)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.train.lr,
-                                          weight_decay=config.train.weight_decay, fused=True)
+        self.optimizer = build_optimizer(self.model.parameters(), config.train)
         # Buckets of gradients go out while backward still runs, unless the mode's
         # backward runs collectives of its own (full-graph's halo exchange).
         self.grad_sync = self.comm.gradient_sync(
