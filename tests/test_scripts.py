@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import itertools
 import json
 import math
 import os
@@ -228,6 +229,19 @@ def test_bench_accuracy_archs(run, tmp_path):
     best = max(got, key=lambda arch: got[arch]["mean"])
     assert cells == ["texas", "acc", "1 splits", f"{got['linkx']['mean']:.4f} ± 0.0000",
                      f"{got['mlp']['mean']:.4f} ± 0.0000", "no published figure", best]
+
+
+@needs_shared_data
+def test_bench_accuracy_tune(run, tmp_path):
+    out = run("bench_accuracy", "--tune", "linkx", "--datasets", "texas", "--json",
+              tmp_path / "rows.json", *sets("train.epochs=1", "model.hidden=16"))
+    bench = importlib.import_module("bench_accuracy")
+    got = json.loads((tmp_path / "rows.json").read_text())
+    assert len(got) == math.prod(len(v) for v in bench.GRID.values())
+    assert [r["val"] for r in got] == sorted((r["val"] for r in got), reverse=True)
+    assert {tuple(r["setting"].items()) for r in got} == {
+        tuple(zip(bench.GRID, values)) for values in itertools.product(*bench.GRID.values())}
+    assert rows(out, "texas")[0][-2:] == [f"{got[0]['val']:.4f}", f"{got[0]['test']:.4f}"]
 
 
 def test_bench_cache(run):
