@@ -33,7 +33,9 @@ def train(cluster, config_path, *, popen=False):
     if popen:
         return cluster.popen(0, argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
-    return cluster.run(0, argv, timeout=150, stderr=subprocess.STDOUT, stdout=subprocess.PIPE,
+    # a run takes ~2 minutes alone here; the limit only stops a hang, so it leaves room
+    # for a machine shared with other work
+    return cluster.run(0, argv, timeout=400, stderr=subprocess.STDOUT, stdout=subprocess.PIPE,
                        capture_output=False)
 
 
