@@ -103,6 +103,7 @@ TUNED: dict = {
     ("linkx", "chameleon_filtered"): dict(layers=1, lr=0.002),
     ("linkx", "twitch_en"): dict(layers=1, lr=0.002),
     ("linkx", "squirrel_filtered"): dict(layers=2, lr=0.002, dropout=0.5),
+    ("linkx", "chameleon"): dict(layers=2, lr=0.002, dropout=0.5),
 }
 
 # LINKX's published test accuracy (mean, std, source), only where the paper ran the dataset:
