@@ -137,13 +137,13 @@ REFERENCES = {
 }
 
 
-def arch_spec(name: str, arch: str, tuned: bool = True) -> dict:
-    """Dataset `name`'s row with `arch`'s settings over it, then those `--tune` chose for
-    (arch, name) (`TUNED`; `tuned=False`: not)."""
-    spec = {**CONFIGS[name], **ARCHS[arch], "arch": arch,
-            **(TUNED.get((arch, name), {}) if tuned else {})}
-    if spec["fanouts"] is None:
-        spec["fanouts"] = [1] * spec["layers"]
+def arch_spec(name: str, arch: str, setting: dict | None = None) -> dict:
+    """Dataset `name`'s row with `arch`'s settings over it, then `setting` (default: what
+    `--tune` chose for (arch, name), `TUNED`); a fanout per layer."""
+    setting = TUNED.get((arch, name), {}) if setting is None else setting
+    spec = {**CONFIGS[name], **ARCHS[arch], "arch": arch, **setting}
+    fanouts = spec["fanouts"] or [1]
+    spec["fanouts"] = (list(fanouts) * spec["layers"])[:spec["layers"]]
     return spec
 
 
@@ -223,13 +223,10 @@ def arch_table(rows: list[dict], archs: list[str]) -> str:
 def tune(name: str, arch: str, run_dir: Path, overrides=()) -> list[dict]:
     """Every GRID combination over (arch, name)'s untuned settings on split 0 (seed 0), as
     rows {"setting", "val", "test"}, best validation first."""
-    base = arch_spec(name, arch, tuned=False)
     rows = []
     for values in itertools.product(*GRID.values()):
         setting = dict(zip(GRID, values))
-        spec = {**base, **setting}
-        if spec["fanouts"] is not None:
-            spec["fanouts"] = (list(spec["fanouts"]) * spec["layers"])[:spec["layers"]]
+        spec = arch_spec(name, arch, setting)
         tag = "-".join(f"{v}" for v in setting.values())
         final, _ = harness.train(run_config(name, spec, 0, None, run_dir / tag, overrides))
         metric = harness.test_metric(final)
