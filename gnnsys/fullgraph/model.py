@@ -139,11 +139,8 @@ class SAGE(FullGraphGNN):
     export_refuses_self_loops = True
 
     def pyg_export(self, config) -> tuple[str, dict]:
-        from ..models.base import PYG_NORMS
-        m = config.model
-        return "GraphSAGE", dict(in_channels=self.widths[0], hidden_channels=m.hidden,
-                                 num_layers=m.layers, out_channels=self.widths[-1],
-                                 dropout=m.dropout, **PYG_NORMS[m.norm])
+        from ..models.base import pyg_basic_gnn
+        return pyg_basic_gnn("GraphSAGE", self.widths[0], self.widths[-1], config)
 
     def pyg_state_dict(self) -> dict:
         renamed = {"neigh": "lin_l", "root": "lin_r"}

@@ -155,6 +155,14 @@ PYG_NORMS = {"none": {},
              "batch": {"norm": "batch_norm"}}
 
 
+def pyg_basic_gnn(name: str, in_dim: int, out_dim: int, config) -> tuple[str, dict]:
+    """(name, kwargs) of PyG's basic GNN `name` as `config.model` builds it: norm, ReLU,
+    dropout between layers."""
+    m = config.model
+    return name, dict(in_channels=in_dim, hidden_channels=m.hidden, num_layers=m.layers,
+                      out_channels=out_dim, dropout=m.dropout, **PYG_NORMS[m.norm])
+
+
 def csr_positions(indptr: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The positions in a CSR `indices` array of every entry of `rows`, row by row."""
     starts = indptr[rows]

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from ..sparse_features import is_sparse, row_tensor
-from .base import PYG_NORMS, LayerRows, MinibatchModel, inference_input, norm_layers
+from .base import LayerRows, MinibatchModel, inference_input, norm_layers, pyg_basic_gnn
 from .registry import archs, model_class
 
 ARCHS = archs("minibatch")
@@ -116,11 +116,8 @@ class BlockGNN(MinibatchModel):
         """PyG's basic GNN of the same convs; norm, ReLU, dropout between layers."""
         if self.pyg_class is None:          # e.g. a subclass of the user's own
             return super().pyg_export(config)
-        m = config.model
-        return self.pyg_class, dict(
-            in_channels=self.convs[0].in_channels, hidden_channels=m.hidden,
-            num_layers=m.layers, out_channels=self.convs[-1].out_channels,
-            dropout=m.dropout, **PYG_NORMS[m.norm])
+        return pyg_basic_gnn(self.pyg_class, self.convs[0].in_channels,
+                             self.convs[-1].out_channels, config)
 
     def reads_by_global_id(self, device: torch.device) -> bool:
         """Whether layer-wise inference feeds a layer every node's rows, indexed by
