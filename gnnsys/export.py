@@ -39,7 +39,7 @@ def export_pyg(result, path=None) -> dict:
     names = {k.replace(".module.", "."): k for k in pyg.state_dict()}  # PyG's BatchNorm wraps
     pyg.load_state_dict({names.get(k, k): v for k, v in model.pyg_state_dict().items()})
     features = {"normalize": d.normalize_features, "dtype": d.feature_dtype}
-    no_self_loops = getattr(model, "export_refuses_self_loops", False)
+    no_self_loops = model.export_refuses_self_loops
     if no_self_loops or d.normalize_features == "standard":
         _check_graph(config, result._graph, features, no_self_loops and name)
     saved = {"class": name, "kwargs": kwargs, "state_dict": pyg.state_dict(),

@@ -56,6 +56,7 @@ class FullGraphModel:
     - `pyg_export(config)`, where PyG has the same model (`gnnsys.export`)
     """
     aggregation: str | None = None
+    export_refuses_self_loops: bool = False   # as MinibatchModel's (export checks the graph)
 
     def set_rows(self, plan, graph) -> "FullGraphModel":
         return self
