@@ -54,6 +54,7 @@ How a call runs (phases timed in `last_timings`, seconds):
 """
 from __future__ import annotations
 
+import threading
 import time
 
 import numba
@@ -175,6 +176,8 @@ class FusedSampler:
         self._x_ring: list[np.ndarray | None] = [None] * self.num_buffers
         self._agg_ring: list[np.ndarray | None] = [None] * self.num_buffers
         self._calls = 0
+        # one call at a time: the work arrays above are reused from call to call
+        self._in_use = threading.Lock()
         self.last_timings: dict[str, float] = {}
         self.last_rows_gathered_beside_relabel = 0
 
@@ -203,6 +206,10 @@ class FusedSampler:
     def sample(self, seeds, seed: int) -> SampledSubgraph:
         """Sample around `seeds` (global ids; repeats allowed) with batch seed `seed`."""
         seeds = checked_seeds(seeds, self.num_nodes, "FusedSampler")
+        if not self._in_use.acquire(blocking=False):
+            raise RuntimeError("FusedSampler.sample called while another thread samples with "
+                               "the same sampler: its work arrays and output buffers serve "
+                               "one stream of batches; give each thread its own sampler")
         previous_threads = numba.get_num_threads()
         numba.set_num_threads(self.num_threads)
         try:
@@ -210,6 +217,7 @@ class FusedSampler:
         finally:
             numba.set_num_threads(previous_threads)
             self._calls += 1
+            self._in_use.release()
 
     def _sample(self, seeds: np.ndarray, batch_seed: np.uint64) -> SampledSubgraph:
         clock = time.perf_counter

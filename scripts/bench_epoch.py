@@ -100,18 +100,21 @@ def every_batch(mode, loader=None):
         epoch += 1
 
 
-def gathering_loader(mode):
-    """The mode's loader with a sampler that gathers every first-layer source row (as
-    before issue 34), or None where the mode's sampler already does."""
-    loader = mode.data.loader
-    sampler = loader.sampler
-    if getattr(sampler, "aggregate", None) is None:
-        return None
-    gathering = copy.copy(loader)
-    gathering.sampler = FusedSampler(sampler.indptr, sampler.indices, sampler.fanouts,
-                                     features=sampler.features, num_threads=sampler.num_threads,
-                                     num_buffers=sampler.num_buffers)
-    return gathering
+def variant_loader(mode, gather: bool):
+    """The mode's loader with a sampler of its own (a sampler's work arrays and buffers
+    serve one stream of batches, and each variant's stream prefetches in its own thread);
+    `gather`: one that gathers every first-layer source row instead of aggregating them (as
+    before issue 34)."""
+    loader = copy.copy(mode.data.loader)
+    s = loader.sampler
+    if not isinstance(s, FusedSampler):
+        raise SystemExit(f"bench_epoch profiles the CPU sampler, not {type(s).__name__}; "
+                         "use --set sampler.device=cpu")
+    loader.sampler = FusedSampler(s.indptr, s.indices, s.fanouts, features=s.features,
+                                  row_of=s.row_of, num_threads=s.num_threads,
+                                  num_buffers=s.num_buffers, overlap_gather=s.overlap_gather,
+                                  aggregate=None if gather else s.aggregate)
+    return loader
 
 
 def profile(loop, steps: int, warmup: int, variants: list) -> dict:
@@ -130,8 +133,7 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
 
     model.layer = timed_layer
     results = {name: [] for name in variants}
-    gathering = gathering_loader(mode)
-    batches = {name: every_batch(mode, gathering if VARIANTS[name].get("gather") else None)
+    batches = {name: every_batch(mode, variant_loader(mode, VARIANTS[name].get("gather", False)))
                for name in variants}
     model.train()
     for step in range(warmup + steps * len(variants)):
@@ -166,6 +168,8 @@ def profile(loop, steps: int, warmup: int, variants: list) -> dict:
                               - (mode.wait_s - wait_before),
                               "backward": backward, "optimizer": end - backward_end,
                               "step": end - start})
+    for stream in batches.values():     # stops each stream's prefetching thread
+        stream.close()
     for attr, value in SHIPPED.items():
         setattr(OWNERS[attr], attr, value)
     model.layer = plain_layer

@@ -8,6 +8,7 @@ pure Python.
 """
 import importlib.util
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -194,6 +195,35 @@ def test_ring_buffers_stay_valid_for_num_buffers_minus_one_calls():
     # A bigger batch grows the buffer of its slot instead of overflowing it.
     big = sampler.sample(np.arange(300), seed=4)
     np.testing.assert_array_equal(big.x, features[big.n_id])
+
+
+
+def test_a_second_thread_sampling_with_the_same_sampler_is_refused():
+    """Its work arrays and output buffers serve one stream: a call that overlaps another
+    is refused by name (two prefetch threads on one sampler once corrupted memory and
+    aborted the process), and the sampler serves again once the first call returns."""
+    indptr, indices = random_graph(100, 4, seed=11)
+    sampler = FusedSampler(indptr, indices, [3], features=features_for(100))
+    inside, release, out = threading.Event(), threading.Event(), {}
+    plain = sampler._sample
+
+    def held(*args):
+        inside.set()
+        release.wait(10)
+        return plain(*args)
+
+    sampler._sample = held
+    first = threading.Thread(target=lambda: out.setdefault("first", sampler.sample(
+        np.arange(5), seed=0)))
+    first.start()
+    assert inside.wait(10)
+    with pytest.raises(RuntimeError, match="another thread samples with the same sampler"):
+        sampler.sample(np.arange(5), seed=1)
+    release.set()
+    first.join(10)
+    assert out["first"].n_id[:5].tolist() == list(range(5))
+    sampler._sample = plain
+    assert sampler.sample(np.arange(5), seed=1).n_id[:5].tolist() == list(range(5))
 
 
 # ----------------------------------------------------------------------------- determinism
