@@ -104,6 +104,7 @@ TUNED: dict = {
     ("linkx", "twitch_en"): dict(layers=1, lr=0.002),
     ("linkx", "squirrel_filtered"): dict(layers=2, lr=0.002, dropout=0.5),
     ("linkx", "chameleon"): dict(layers=2, lr=0.002, dropout=0.5),
+    ("linkx", "squirrel"): dict(layers=2, lr=0.002, dropout=0.0),
 }
 
 # LINKX's published test accuracy (mean, std, source), only where the paper ran the dataset:
