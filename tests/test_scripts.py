@@ -244,6 +244,33 @@ def test_bench_accuracy_tune(run, tmp_path):
     assert rows(out, "texas")[0][-2:] == [f"{got[0]['val']:.4f}", f"{got[0]['test']:.4f}"]
 
 
+def test_bench_link_heuristics(run, tmp_path):
+    """Each heuristic against a plain count over neighbour sets, OGB's Hits@K counting, and
+    the script end to end on a seeded edge split."""
+    bench = importlib.import_module("bench_link_heuristics")
+    rng = np.random.default_rng(0)
+    from gnnsys.datasets.edges import symmetric_csr
+    indptr, indices = symmetric_csr(*rng.integers(0, 40, (2, 200)), 40)
+    neighbours = [set(indices[a:b].tolist()) for a, b in zip(indptr[:-1], indptr[1:])]
+    pairs = rng.integers(0, 40, (2, 60))
+    weight = {"cn": lambda d: 1.0, "aa": lambda d: 1 / math.log(d), "ra": lambda d: 1 / d}
+    for kind, w in weight.items():
+        plain = [sum(w(len(neighbours[z])) for z in neighbours[u] & neighbours[v])
+                 for u, v in pairs.T]
+        np.testing.assert_allclose(bench.heuristic_scores(indptr, indices, 40, pairs, kind),
+                                   plain, rtol=1e-6)
+    assert bench.hits_at(np.array([3.0, 2.0, 1.0]), np.array([2.0, 0.0]), 1) == 1 / 3
+    assert bench.hits_at(np.array([3.0, 2.0, 1.0]), np.array([2.0, 1.5]), 2) == 2 / 3
+    assert bench.hits_at(np.array([0.0]), np.array([2.0]), 20) == 1.0   # fewer negatives
+    out = run("bench_link_heuristics", "--datasets", "synthetic-tiny", "--seeds", "0", "1",
+              "--json", tmp_path / "rows.json")
+    saved = json.loads((tmp_path / "rows.json").read_text())
+    assert [(r["seed"], r["heuristic"]) for r in saved] == [
+        (s, h) for s in (0, 1) for h in ("cn", "aa", "ra")]
+    assert all(0 <= r["test_auc"] <= 1 and 0 <= r["test_hits20"] <= 1 for r in saved)
+    assert rows(out, "synthetic-tiny")[0][:3] == ["synthetic-tiny", "0", "cn"]
+
+
 def test_bench_cache(run):
     out = run("bench_cache", "--datasets", "synthetic-tiny", "--parts", "2", "--method",
               "random", "--fanouts", "5", "5", "--batch-size", "128", "--replication", "0.1",
