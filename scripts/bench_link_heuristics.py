@@ -22,7 +22,7 @@ from gnnsys.datasets.bundles import require_bundle
 from gnnsys.datasets.npz import read_npz
 from gnnsys.datasets.registry import data_root
 from gnnsys.datasets.splits import random_edge_split
-from gnnsys.temporal.metrics import average_precision, roc_auc
+from gnnsys.metrics import average_precision, hits_at, roc_auc
 
 HEURISTICS = ("cn", "aa", "ra")
 HITS = (20, 50, 100)
@@ -50,14 +50,6 @@ def heuristic_scores(indptr, indices, num_nodes: int, pairs: np.ndarray, kind: s
         scores[start:start + CHUNK] = np.asarray(
             adjacency[u].multiply(weighted[v]).sum(axis=1)).ravel()
     return scores
-
-
-def hits_at(positive: np.ndarray, negative: np.ndarray, k: int) -> float:
-    """OGB's Hits@K: the share of positives scored strictly above the K-th highest
-    negative (1.0 when there are fewer than K negatives)."""
-    if len(negative) < k:
-        return 1.0
-    return float((positive > np.partition(negative, -k)[-k]).mean())
 
 
 def split_of(name: str, val: float, test: float, seed: int):

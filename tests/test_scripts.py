@@ -245,8 +245,8 @@ def test_bench_accuracy_tune(run, tmp_path):
 
 
 def test_bench_link_heuristics(run, tmp_path):
-    """Each heuristic against a plain count over neighbour sets, OGB's Hits@K counting, and
-    the script end to end on a seeded edge split."""
+    """Each heuristic against a plain count over neighbour sets, and the script end to end
+    on a seeded edge split."""
     bench = importlib.import_module("bench_link_heuristics")
     rng = np.random.default_rng(0)
     from gnnsys.datasets.edges import symmetric_csr
@@ -259,9 +259,6 @@ def test_bench_link_heuristics(run, tmp_path):
                  for u, v in pairs.T]
         np.testing.assert_allclose(bench.heuristic_scores(indptr, indices, 40, pairs, kind),
                                    plain, rtol=1e-6)
-    assert bench.hits_at(np.array([3.0, 2.0, 1.0]), np.array([2.0, 0.0]), 1) == 1 / 3
-    assert bench.hits_at(np.array([3.0, 2.0, 1.0]), np.array([2.0, 1.5]), 2) == 2 / 3
-    assert bench.hits_at(np.array([0.0]), np.array([2.0]), 20) == 1.0   # fewer negatives
     out = run("bench_link_heuristics", "--datasets", "synthetic-tiny", "--seeds", "0", "1",
               "--json", tmp_path / "rows.json")
     saved = json.loads((tmp_path / "rows.json").read_text())

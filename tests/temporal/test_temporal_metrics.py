@@ -4,7 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gnnsys.temporal.metrics import average_precision, link_metrics, mean_reciprocal_rank
+from gnnsys.metrics import average_precision, mean_reciprocal_rank
+from gnnsys.temporal.metrics import link_metrics
 
 
 def test_average_precision_matches_sklearn():

@@ -9,7 +9,7 @@ import pytest
 from gnnsys.config import ConfigError
 from gnnsys.temporal.batch import BatchPlanner, negative_layout
 from gnnsys.temporal.data import prepare_events
-from gnnsys.temporal.metrics import roc_auc
+from gnnsys.metrics import roc_auc
 from gnnsys.testing import tiny_temporal_graph
 from gnnsys.training import fit
 
