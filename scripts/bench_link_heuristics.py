@@ -22,6 +22,7 @@ from gnnsys.datasets.bundles import require_bundle
 from gnnsys.datasets.npz import read_npz
 from gnnsys.datasets.registry import data_root
 from gnnsys.datasets.splits import random_edge_split
+from gnnsys.graph import csr_from_edges
 from gnnsys.metrics import average_precision, hits_at, roc_auc
 
 HEURISTICS = ("cn", "aa", "ra")
@@ -57,13 +58,11 @@ def split_of(name: str, val: float, test: float, seed: int):
     if name == "ogbl_ddi":
         arrays = read_npz(require_bundle(name, OGB_FILE, data_root()),
                         "see ../shared/data/MANIFEST.md (static link prediction)")
-        src, dst = np.asarray(arrays["edge_index"], dtype=np.int64)
         num_nodes = int(arrays["num_nodes"])
-        indptr = np.zeros(num_nodes + 1, np.int64)
-        np.cumsum(np.bincount(src, minlength=num_nodes), out=indptr[1:])
+        indptr, indices = csr_from_edges(*arrays["edge_index"], num_nodes)   # symmetric
         phases = {p: (np.asarray(arrays[f"{p}_pos"], np.int64),
                       np.asarray(arrays[f"{p}_neg"], np.int64)) for p in ("val", "test")}
-        return indptr, dst, num_nodes, phases
+        return indptr, indices, num_nodes, phases
     graph = load_dataset(name)
     split = random_edge_split(graph.indptr, graph.indices, graph.num_nodes, val, test, seed)
     return (split.indptr, split.indices, graph.num_nodes,
