@@ -57,7 +57,7 @@ def split_of(name: str, val: float, test: float, seed: int):
     """(indptr, indices, num_nodes, {phase: (positives, negatives)}) of dataset `name`."""
     if name == "ogbl_ddi":
         arrays = read_npz(require_bundle(name, OGB_FILE, data_root()),
-                        "see ../shared/data/MANIFEST.md (static link prediction)")
+                          "see ../shared/data/MANIFEST.md (static link prediction)")
         num_nodes = int(arrays["num_nodes"])
         indptr, indices = csr_from_edges(*arrays["edge_index"], num_nodes)   # symmetric
         phases = {p: (np.asarray(arrays[f"{p}_pos"], np.int64),

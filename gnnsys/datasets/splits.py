@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .edges import unique_undirected, upper_to_symmetric_csr
+from .edges import symmetric_csr, unique_undirected
 
 
 def random_split(num_nodes: int, train_fraction: float, val_fraction: float, seed: int = 0):
@@ -84,18 +84,16 @@ def random_edge_split(indptr, indices, num_nodes: int, val_fraction: float,
     rng = np.random.default_rng(seed)
     order = rng.permutation(count)
     test_pos, val_pos = pairs[:, order[:n_test]], pairs[:, order[n_test:n_test + n_val]]
-    train = np.sort(order[n_test + n_val:])
-    train_indptr, train_cols = np.zeros(num_nodes + 1, np.int64), pairs[1, train]
-    np.cumsum(np.bincount(pairs[0, train], minlength=num_nodes), out=train_indptr[1:])
-    indptr_out, indices_out = upper_to_symmetric_csr(train_indptr, train_cols, num_nodes)
+    train = order[n_test + n_val:]
+    indptr_out, indices_out = symmetric_csr(pairs[0, train], pairs[1, train], num_nodes)
     val_neg, test_neg = _non_edges(pairs[0] * num_nodes + pairs[1], num_nodes,
                                    (n_val, n_test), rng)
     return EdgeSplit(indptr_out, indices_out, val_pos, test_pos, val_neg, test_neg)
 
 
 def _non_edges(edge_keys: np.ndarray, num_nodes: int, counts, rng) -> list:
-    """Distinct uniform pairs (src < dst) that are no edge (keys src * N + dst, sorted),
-    one [2, count] array per count, no pair in two of them."""
+    """Distinct uniform pairs (src < dst) that are no edge (keys src * N + dst), one
+    [2, count] array per count, no pair in two of them."""
     from ..errors import DatasetError
     need = sum(counts)
     free = num_nodes * (num_nodes - 1) // 2 - edge_keys.size
@@ -107,14 +105,9 @@ def _non_edges(edge_keys: np.ndarray, num_nodes: int, counts, rng) -> list:
         draw = 2 * (need - chosen.size) + 16
         a, b = rng.integers(0, num_nodes, (2, draw))
         keys = np.minimum(a, b) * num_nodes + np.maximum(a, b)
-        keys = keys[(a != b) & ~_sorted_contains(edge_keys, keys)]
+        keys = keys[(a != b) & ~np.isin(keys, edge_keys)]
         keys = keys[~np.isin(keys, chosen)]
         _, first = np.unique(keys, return_index=True)
         chosen = np.concatenate([chosen, keys[np.sort(first)]])[:need]
     pairs = np.stack([chosen // num_nodes, chosen % num_nodes])
     return np.split(pairs, np.cumsum(counts)[:-1], axis=1)
-
-
-def _sorted_contains(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    at = np.minimum(np.searchsorted(sorted_keys, keys), max(sorted_keys.size - 1, 0))
-    return sorted_keys[at] == keys if sorted_keys.size else np.zeros(keys.size, bool)
