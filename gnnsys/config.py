@@ -201,8 +201,24 @@ class FullGraphConfig:
 
 
 @dataclass
+class LinkConfig:
+    # held-out shares of the undirected edges (a pair and its reverse go together); a
+    # dataset that ships its own split (link bundles) keeps it
+    val: float = setting(0.05, "in [0, 1)")
+    test: float = setting(0.10, "in [0, 1)")
+    split_seed: int = setting(0, "in [0, 2**63)")  # the edge split's seed (not train.seed: reruns share it)
+    decoder: str = "dot"                 # dot (GAE) | mlp (OGB's: an MLP over h_u * h_v)
+    # training negatives, one per positive edge (u, v) -> (u, w): w uniform over the
+    # nodes, or drawn by training degree (popular nodes as often as they appear in edges)
+    negatives: str = "uniform"
+    # MRR ranks each held-out positive (u, v) against this many (u, w), w uniform, seeded
+    eval_negatives: int = setting(100, ">= 1")
+    metric: str = "auc"                  # selects the best epoch: auc | ap | mrr | hits20 | hits50 | hits100
+
+
+@dataclass
 class Config:
-    mode: str = "minibatch"              # minibatch | temporal | fullgraph (gnnsys.mode.MODES)
+    mode: str = "minibatch"              # minibatch | temporal | fullgraph | link (gnnsys.mode.MODES)
     dataset: DatasetConfig = field(default_factory=DatasetConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
@@ -213,6 +229,7 @@ class Config:
     cache: CacheConfig = field(default_factory=CacheConfig)
     temporal: TemporalConfig = field(default_factory=TemporalConfig)
     fullgraph: FullGraphConfig = field(default_factory=FullGraphConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -229,8 +246,8 @@ def _choices() -> dict:
     from . import optimizers, precision
     from .datasets import for_run
     from .distributed import comm, launcher
-    from .models import norm
-    return {**MODE_CHOICES, "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
+    from .models import norm, registry
+    return {**MODE_CHOICES, "link.decoder": tuple(registry.DECODERS), "model.norm": norm.NORMS, "sampler.device": fused_gpu.DEVICES,
             "train.device": fused_gpu.DEVICES,     # one vocabulary for both
             "train.precision": precision.PRECISIONS,
             "train.optimizer": tuple(optimizers.OPTIMIZERS),

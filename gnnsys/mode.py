@@ -17,7 +17,8 @@ from .models.registry import is_class_path, model_class
 # mode name -> "module:class" of its plug-in (imported on use: each mode pulls its own deps)
 MODES = {"minibatch": "gnnsys.minibatch.mode:MinibatchMode",
          "temporal": "gnnsys.temporal.mode:TemporalMode",
-         "fullgraph": "gnnsys.fullgraph.mode:FullGraphMode"}
+         "fullgraph": "gnnsys.fullgraph.mode:FullGraphMode",
+         "link": "gnnsys.link.mode:LinkMode"}
 
 # How a per-rank epoch value combines into the logged one (`Mode.reductions`): "max" for
 # seconds (the slowest rank sets the pace), "sum" for counts and bytes, "mean" where a

@@ -15,4 +15,8 @@ MODE_CHOICES = {
     "fullgraph.quantization.mode": ("none", "uniform", "adaptive"),
     # fullgraph: the bit-widths the wire format packs (gnnsys/fullgraph/quantize.py)
     "fullgraph.quantization.uniform_bits": (2, 4, 8),
+    # link: how training negatives are drawn (gnnsys/link/loader.py, `negative_destinations`)
+    "link.negatives": ("uniform", "degree"),
+    # link: the validation metric that selects the best epoch (gnnsys/link/mode.py)
+    "link.metric": ("auc", "ap", "mrr", "hits20", "hits50", "hits100"),
 }

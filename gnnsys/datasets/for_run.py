@@ -38,6 +38,13 @@ def load_run_graph(config, graph=None):
         return graph
     if graph.kind == "temporal":
         raise DatasetError(f"dataset '{d.name}' is temporal; use mode: temporal for it")
+    if mode_class(config.mode).task == "link":      # edges are the labels: no y or node split
+        if getattr(graph, "x", None) is None or graph.x.shape[1] == 0:
+            raise DatasetError(f"dataset '{d.name}' has no node features; {config.mode} "
+                               "training reads them (a bundle without x gets structural ones)")
+        check_finite(d.name, graph.x, "feature")
+        return with_feature_dtype(normalize_features(graph, d.normalize_features),
+                                  d.feature_dtype)
     if getattr(graph, "x", None) is None or graph.y is None or graph.train_idx is None:
         raise DatasetError(f"dataset '{d.name}' lacks features, labels or a train split; "
                            f"{config.mode} training needs all three")

@@ -27,6 +27,11 @@ MODELS = {
     ("temporal", "apan"): "gnnsys.temporal.models:build_model",
 }
 
+# Link mode encodes nodes with the minibatch models above and scores a pair of embeddings
+# with one of these (`link.decoder`): name -> "module:Class" (`gnnsys/models/decoders.py`).
+DECODERS = {"dot": "gnnsys.models.decoders:DotDecoder",
+            "mlp": "gnnsys.models.decoders:MLPDecoder"}
+
 
 def archs(mode: str) -> tuple:
     """The `model.arch` values `mode` trains, in registry order."""
@@ -36,6 +41,12 @@ def archs(mode: str) -> tuple:
 def is_class_path(arch: str) -> bool:
     """Whether `arch` names a model class of the user's own ("module:Class")."""
     return ":" in arch
+
+
+def decoder_class(name: str):
+    """The link decoder class `link.decoder` names, imported on use."""
+    module, attr = DECODERS[name].split(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 def model_class(mode: str, arch: str):

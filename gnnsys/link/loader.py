@@ -1,0 +1,92 @@
+"""Batches of training edges for link prediction, sampled ahead in a background thread.
+
+A batch takes `batch_size` positive pairs (u, v) of the training graph and one negative
+(u, w) per positive, w drawn by `link.negatives`. Every endpoint of the batch seeds one
+call of the fused sampler (each node once), so the positives' and the negatives' nodes
+share one sampled neighbourhood and one gather (and the first layer's aggregate, where
+the model lets the sampler make it). The sampler reads the training graph only: held-out
+edges never reach message passing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from ..minibatch.batch import MiniBatch
+from ..minibatch.loader import batch_seed
+from ..prefetch import prefetched
+
+
+@dataclass
+class LinkBatch:
+    batch: MiniBatch          # the sampled neighbourhood of every endpoint (seeds sorted)
+    pos: torch.Tensor         # [2, B] seed positions of the positive pairs' ends
+    neg: torch.Tensor         # [2, B] seed positions of the negative pairs' ends
+
+    @property
+    def num_pairs(self) -> int:
+        return self.pos.shape[1]
+
+    def to(self, device) -> "LinkBatch":
+        return replace(self, batch=self.batch.to(device), pos=self.pos.to(device),
+                       neg=self.neg.to(device))
+
+
+def negative_destinations(how: str, count: int, degree: np.ndarray, rng) -> np.ndarray:
+    """`count` negative destinations: "uniform" over the nodes, or "degree" in proportion
+    to each node's training degree (nodes with no training edge are never drawn)."""
+    if how == "uniform":
+        return rng.integers(0, len(degree), count)
+    cumulative = np.cumsum(degree, dtype=np.float64)
+    return np.searchsorted(cumulative, rng.random(count) * cumulative[-1], side="right")
+
+
+class EdgeLoader:
+    """Iterate `LinkBatch`es over the positive pairs `pairs` ([2, P] node ids).
+
+    `degree` is the training graph's (what "degree" negatives follow); `num_batches` forces
+    the batch count per epoch (pairs cycled or cut), as `NodeLoader`'s does."""
+
+    def __init__(self, sampler, pairs: np.ndarray, degree: np.ndarray, batch_size: int,
+                 negatives: str = "uniform", prefetch: int = 2, seed: int = 0,
+                 num_batches: int | None = None, device=None):
+        self.sampler, self.pairs = sampler, np.asarray(pairs, dtype=np.int64)
+        self.degree, self.batch_size, self.negatives = degree, batch_size, negatives
+        self.prefetch, self.seed, self.num_batches = prefetch, seed, num_batches
+        self.device = torch.device(device or "cpu")
+        need = prefetch + 2
+        if getattr(sampler, "num_buffers", need) < need:
+            raise ValueError(f"the sampler has {sampler.num_buffers} output buffers but "
+                             f"prefetch={prefetch} needs {need}")
+
+    def __len__(self) -> int:
+        if self.num_batches is not None:
+            return self.num_batches
+        return -(-self.pairs.shape[1] // self.batch_size)
+
+    def _chunks(self, epoch: int):
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.pairs.shape[1])
+        if self.num_batches is not None and 0 < len(order) < len(self) * self.batch_size:
+            order = np.resize(order, len(self) * self.batch_size)
+        for i in range(len(self)):
+            yield self.pairs[:, order[i * self.batch_size:(i + 1) * self.batch_size]]
+
+    def make(self, chunk: np.ndarray, seed: int) -> LinkBatch:
+        """The batch of positive pairs `chunk` with its negatives, sampled with `seed`."""
+        rng = np.random.default_rng(seed)
+        count = chunk.shape[1]
+        fake = negative_destinations(self.negatives, count, self.degree, rng)
+        seeds, where = np.unique(np.concatenate([chunk[0], chunk[1], fake]),
+                                 return_inverse=True)
+        sub = self.sampler.sample(seeds, seed)
+        where = torch.from_numpy(where.reshape(3, count))
+        batch = MiniBatch.from_sampled(sub, None, copy_x=False)
+        return LinkBatch(batch, where[:2], torch.stack([where[0], where[2]])).to(self.device)
+
+    def epoch(self, epoch: int = 0):
+        """The batches of one epoch (reproducible for a seed and epoch), `prefetch` ahead."""
+        batches = (self.make(chunk, batch_seed(self.seed, epoch, i))
+                   for i, chunk in enumerate(self._chunks(epoch)))
+        return prefetched(batches, self.prefetch)

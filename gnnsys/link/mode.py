@@ -1,0 +1,190 @@
+"""Link mode plug-in: link prediction on static graphs (task `link`, data kind `static`).
+
+The dataset's undirected edges are split once (`link.val` / `link.test` of them held out,
+seeded by `link.split_seed`; `gnnsys.datasets.splits.random_edge_split`). What each phase
+may see, as OGB states it for its link datasets:
+- training batches sample their neighbourhoods from the training edges only, and take
+  their positive pairs from them (a pair is in its own batch's message passing, as in
+  PyG's and DGL's link examples); negatives are drawn per batch (`link.negatives`);
+- validation and test embed every node over the training edges only, then score their
+  held-out positives against negatives none of which is an edge of the whole graph.
+
+Every scored split reports AUC and AP with one negative per positive (GAE's protocol),
+Hits@20/50/100 of the positives against that whole negative set (OGB's `collab` style),
+and MRR of each positive (u, v) against `link.eval_negatives` fixed pairs (u, w), w
+uniform (OGB's `citation2` style, unfiltered). `link.metric` selects the best epoch.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from ..metrics import average_precision, hits_at, mean_reciprocal_rank, roc_auc
+from ..mode import Mode
+from ..models.registry import archs, decoder_class, model_class
+from ..runlog import progress
+from .loader import EdgeLoader
+
+HITS = (20, 50, 100)
+SCORE_CHUNK = 1 << 16            # pairs decoded at once in evaluation
+
+
+class LinkModel(nn.Module):
+    """A minibatch model as the node encoder (its output rows are the embeddings) and a
+    decoder scoring pairs of them; one module, so optimizer, checkpoints and gradient
+    sync see every parameter."""
+
+    def __init__(self, encoder: nn.Module, decoder: nn.Module):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+
+    def forward(self, batch) -> torch.Tensor:
+        """The embeddings of a `MiniBatch`'s seeds."""
+        return self.encoder(batch.x, batch.blocks, batch.n_id, batch.x_agg)
+
+    def score(self, h: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """Logits of `pairs` ([2, B] rows of h)."""
+        return self.decoder(h[pairs[0]], h[pairs[1]])
+
+
+class LinkMode(Mode):
+    task = "link"
+    data_kind = "static"
+    grad_op = "mean"
+    supports = {"model.arch": archs("minibatch"), "train.compile": (False,)}
+    eval_splits = ("val",)
+    final_splits = ("val", "test")
+
+    @classmethod
+    def check_config(cls, config) -> None:
+        super().check_config(config)
+        m, fanouts = config.model, config.sampler.fanouts
+        if m.layers != len(fanouts):
+            raise ConfigError(f"config key 'model.layers' is {m.layers} but "
+                              f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
+        if config.cluster.workers != 1:
+            raise ConfigError(f"config key 'cluster.workers' is {config.cluster.workers} but "
+                              "mode 'link' trains on one worker so far; set it to 1")
+        if config.link.val + config.link.test >= 1:
+            raise ConfigError(f"config keys 'link.val' + 'link.test' are "
+                              f"{config.link.val + config.link.test:g}, leaving no training "
+                              "edge; keep their sum under 1")
+        model_class("minibatch", m.arch).check_config(config)
+
+    @staticmethod
+    def prepare(config, graph=None) -> tuple:
+        return () if graph is None else (graph,)
+
+    def __init__(self, ctx, config, graph=None):
+        super().__init__(ctx, config)
+        from .data import LinkData
+        from ..minibatch.loader import fused_sampler
+        self.data = d = LinkData(config, graph)
+        s = config.sampler
+        self.sampler = fused_sampler(config, d.graph.indptr, d.graph.indices, d.graph.x,
+                                     threads=s.threads)
+        self.loader = EdgeLoader(self.sampler, d.train_pairs, d.graph.degree(), s.batch_size,
+                                 negatives=config.link.negatives, prefetch=s.prefetch,
+                                 seed=config.train.seed, device=ctx.device)
+        self.batches_per_epoch = len(self.loader)
+        self.wait_s, self.step_checked = 0.0, False
+
+    @property
+    def metric(self) -> str:
+        return self.config.link.metric
+
+    def build_model(self) -> LinkModel:
+        from ..models import build_model
+        from ..step_memory import check_step_fits, shapes_only
+        c, g = self.config, self.data.graph
+
+        def build():
+            encoder = build_model(c, g.num_features, c.model.hidden, g.num_nodes)
+            return LinkModel(encoder, decoder_class(c.link.decoder)(c.model.hidden,
+                                                                    c.model.dropout))
+        check_step_fits(shapes_only(build), 0, "", "model.hidden or model.layers")
+        self.model = build()
+        self.model.encoder.set_degree(g.degree())
+        self.model.encoder.set_adjacency(lambda: (g.indptr, g.indices, None))
+        return self.model.to(self.ctx.device)
+
+    def train_batches(self, epoch: int):
+        """(loss, positive pairs, positive pairs) per batch: the positives' and the
+        negatives' mean binary cross-entropy, summed (OGB's link-prediction loss)."""
+        ready = time.perf_counter()
+        for lb in self.loader.epoch(epoch):
+            self.wait_s += time.perf_counter() - ready
+            if not self.step_checked:
+                self._check_step_fits(lb.batch)
+            h = self.model(lb.batch)
+            pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
+            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos))
+                    + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg)))
+            yield loss, lb.num_pairs, lb.num_pairs
+            ready = time.perf_counter()
+
+    def _check_step_fits(self, batch) -> None:
+        """Once, on the first batch: what the encoder's step holds beside the parameters."""
+        from ..step_memory import check_step_fits
+        check_step_fits(self.model, self.model.encoder.step_elements(batch),
+                        f"the first batch's {len(batch.blocks)} layers output "
+                        f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows",
+                        "model.hidden, sampler.batch_size or sampler.fanouts")
+        self.step_checked = True
+
+    def epoch_stats(self) -> dict:
+        stats, self.wait_s = {"batch_wait_s": round(self.wait_s, 4)}, 0.0
+        return stats
+
+    reductions = {"batch_wait_s": "max"}
+
+    def embeddings(self) -> torch.Tensor:
+        """Every node's embedding over the training edges (exact layer-wise inference)."""
+        show = self.config.train.progress and self.ctx.is_main
+        bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
+        return self.model.encoder.inference(self.data.graph,
+                                            self.config.sampler.eval_batch_size,
+                                            self.ctx.device, progress=bar)
+
+    @torch.no_grad()
+    def score_pairs(self, h: torch.Tensor, src, dst) -> torch.Tensor:
+        """Logits of pairs (src[i], dst[i]) of embedding rows h, chunk by chunk."""
+        self.model.eval()
+        src, dst = torch.as_tensor(src).reshape(-1), torch.as_tensor(dst).reshape(-1)
+        out = [self.model.decoder(h[src[i:i + SCORE_CHUNK]].to(self.ctx.device),
+                                  h[dst[i:i + SCORE_CHUNK]].to(self.ctx.device)).cpu()
+               for i in range(0, len(src), SCORE_CHUNK)]
+        return torch.cat(out) if out else torch.empty(0)
+
+    def split_outputs(self, splits: tuple) -> dict:
+        """Per split the logits of its positives, of its negatives, and of each positive's
+        ranking negatives ([P, link.eval_negatives])."""
+        h = self.embeddings()
+        out = {}
+        for split in splits:
+            pos, neg, fakes = self.data.held_out(split)
+            ranked = self.score_pairs(h, np.repeat(pos[0], fakes.shape[1]), fakes.reshape(-1))
+            out[split] = {"pos": self.score_pairs(h, *pos), "neg": self.score_pairs(h, *neg),
+                          "ranked": ranked.reshape(fakes.shape)}
+        return out
+
+    def score(self, split: str, outputs: dict) -> dict:
+        pos, neg = outputs["pos"].numpy(), outputs["neg"].numpy()
+        scores = np.concatenate([pos, neg])
+        labels = np.concatenate([np.ones(len(pos)), np.zeros(len(neg))])
+        result = {f"{split}_auc": roc_auc(scores, labels),
+                  f"{split}_ap": average_precision(scores, labels),
+                  f"{split}_mrr": mean_reciprocal_rank(pos, outputs["ranked"].numpy())}
+        result.update({f"{split}_hits{k}": hits_at(pos, neg, k) for k in HITS})
+        return result
+
+    def describe(self) -> dict:
+        return self.data.describe()
+
+    def split_ids(self) -> dict:
+        return self.data.split_keys()
