@@ -244,10 +244,10 @@ def test_bench_accuracy_tune(run, tmp_path):
     assert rows(out, "texas")[0][-2:] == [f"{got[0]['val']:.4f}", f"{got[0]['test']:.4f}"]
 
 
-def test_bench_link_heuristics(run, tmp_path):
+def test_bench_link(run, tmp_path, repo_root):
     """Each heuristic against a plain count over neighbour sets, and the script end to end
-    on a seeded edge split."""
-    bench = importlib.import_module("bench_link_heuristics")
+    on a seeded edge split, a link-mode run beside the heuristics."""
+    bench = importlib.import_module("bench_link")
     rng = np.random.default_rng(0)
     from gnnsys.datasets.edges import symmetric_csr
     indptr, indices = symmetric_csr(*rng.integers(0, 40, (2, 200)), 40)
@@ -259,12 +259,14 @@ def test_bench_link_heuristics(run, tmp_path):
                  for u, v in pairs.T]
         np.testing.assert_allclose(bench.heuristic_scores(indptr, indices, 40, pairs, kind),
                                    plain, rtol=1e-6)
-    out = run("bench_link_heuristics", "--datasets", "synthetic-tiny", "--seeds", "0", "1",
+    out = run("bench_link", "--datasets", "synthetic-tiny", "--seeds", "0", "1",
+              "--configs", repo_root / "configs" / "link-cora.yaml", "--set", "train.epochs=2",
+              "--set", f"run.dir={tmp_path / 'run'}", "--set", "dataset.normalize_features=none",
               "--json", tmp_path / "rows.json")
     saved = json.loads((tmp_path / "rows.json").read_text())
-    assert [(r["seed"], r["heuristic"]) for r in saved] == [
-        (s, h) for s in (0, 1) for h in ("cn", "aa", "ra")]
-    assert all(0 <= r["test_auc"] <= 1 and 0 <= r["test_hits20"] <= 1 for r in saved)
+    assert [(r["seed"], r["method"]) for r in saved] == [
+        (s, h) for s in (0, 1) for h in ("cn", "aa", "ra", "gcn (link-cora, dot)")]
+    assert all(0 <= r[f"test_{m}"] <= 1 for r in saved for m in ("auc", "mrr", "hits20"))
     assert rows(out, "synthetic-tiny")[0][:3] == ["synthetic-tiny", "0", "cn"]
 
 

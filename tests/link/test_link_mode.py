@@ -1,0 +1,111 @@
+"""Link prediction on static graphs (mode `link`): trains above chance, keeps held-out
+edges out of every training batch's message passing, and refuses bad settings in a line."""
+import numpy as np
+import pytest
+import torch
+
+import gnnsys
+from gnnsys.config import load_config
+from gnnsys.errors import ConfigError, DatasetError
+from gnnsys.link.data import LinkData
+from gnnsys.link.loader import EdgeLoader, negative_destinations
+from gnnsys.minibatch.loader import fused_sampler
+from gnnsys.models.decoders import DotDecoder, MLPDecoder
+from gnnsys.testing import tiny_graph
+
+
+def settings(tmp_path, **link):
+    return {"mode": "link",
+            "model": {"arch": "sage", "hidden": 16, "layers": 2, "dropout": 0.0},
+            "sampler": {"fanouts": [5, 5], "batch_size": 64, "threads": 1},
+            "train": {"epochs": 8, "lr": 0.01, "progress": False},
+            "link": {"val": 0.1, "test": 0.2, **link},
+            "run": {"dir": str(tmp_path / "run")}}
+
+
+def keys(pairs, n):
+    """Undirected pair keys, either orientation."""
+    a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
+    return a * n + b
+
+
+@pytest.mark.parametrize("decoder", ["dot", "mlp"])
+def test_link_mode_trains_above_chance(tmp_path, decoder):
+    graph = tiny_graph(num_nodes=300, avg_degree=8, num_features=8)
+    result = gnnsys.Trainer(settings(tmp_path, decoder=decoder), data=graph).fit()
+    assert result["test_auc"] > 0.7                     # chance: 0.5
+    for name in ("test_ap", "test_mrr", "test_hits20", "test_hits50", "test_hits100"):
+        assert 0 <= result[name] <= 1
+    assert result["test_mrr"] > 2 / 101                  # chance: ~ln(101)/101
+
+
+@pytest.mark.parametrize("arch", ["gat", "sage"])
+def test_no_held_out_edge_reaches_a_training_batch(tmp_path, arch):
+    """Every sampled edge of every training batch (and the graph the sampler reads, which
+    also feeds the first-layer aggregate SAGE leaves to the sampler) is a training edge."""
+    graph = tiny_graph(num_nodes=300, avg_degree=8, num_features=8)
+    config = load_config(overrides=[f"model.arch={arch}", "mode=link", "model.layers=2",
+                                    "sampler.fanouts=[-1,-1]", "sampler.batch_size=64",
+                                    "link.val=0.1", "link.test=0.2"])
+    data = LinkData(config, graph)
+    n = graph.num_nodes
+    held = np.concatenate([keys(data.held_out(s)[0], n) for s in ("val", "test")])
+    assert len(held) > 100
+    sampler_graph = np.stack([np.repeat(np.arange(n), data.graph.degree()),
+                              data.graph.indices])
+    assert not np.isin(keys(sampler_graph, n), held).any()
+    train = keys(data.train_pairs, n)
+    assert not np.isin(train, held).any()
+    sampler = fused_sampler(config, data.graph.indptr, data.graph.indices, data.graph.x,
+                            threads=1)
+    loader = EdgeLoader(sampler, data.train_pairs, data.graph.degree(), 64, prefetch=0)
+    seen = 0
+    for lb in loader.epoch(0):
+        n_id = lb.batch.n_id.numpy()
+        for block in lb.batch.blocks:
+            src, dst = block.edge_index.numpy()
+            edges = np.stack([n_id[src], n_id[dst]])
+            assert not np.isin(keys(edges, n), held).any()
+            seen += edges.shape[1]
+        assert np.isin(keys(n_id[lb.pos.numpy()], n), train).all()
+    assert seen > 1000
+
+
+def test_negatives_are_seeded_and_degree_ones_avoid_isolated_nodes():
+    degree = np.array([0, 3, 0, 1, 5])
+    rng = lambda: np.random.default_rng(7)
+    drawn = negative_destinations("degree", 5000, degree, rng())
+    assert set(np.unique(drawn)) == {1, 3, 4}
+    assert abs(np.mean(drawn == 4) - 5 / 9) < 0.03
+    np.testing.assert_array_equal(drawn, negative_destinations("degree", 5000, degree, rng()))
+    assert set(np.unique(negative_destinations("uniform", 5000, degree, rng()))) == set(range(5))
+
+
+def test_decoders_score_a_pair_the_same_either_way_round():
+    torch.manual_seed(0)
+    a, b = torch.randn(10, 8), torch.randn(10, 8)
+    for decoder in (DotDecoder(8), MLPDecoder(8).eval()):
+        torch.testing.assert_close(decoder(a, b), decoder(b, a))
+    torch.testing.assert_close(DotDecoder(8)(a, b), (a * b).sum(1))
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["link.val=0.5", "link.test=0.5"], "leaving no training edge"),
+    (["link.test=-0.1"], "link.test' must be in [0, 1)"),
+    (["cluster.workers=2"], "one worker so far"),
+    (["link.decoder=bilinear"], "link.decoder' is 'bilinear'; allowed: dot, mlp"),
+    (["link.metric=acc"], "allowed: auc, ap, mrr"),
+    (["model.layers=3"], "'sampler.fanouts' has 2 hops"),
+])
+def test_bad_link_settings_are_one_line(overrides, words):
+    with pytest.raises(ConfigError) as err:
+        load_config(overrides=["mode=link", *overrides])
+    assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_graph_without_edges_is_refused():
+    graph = tiny_graph(num_nodes=50)
+    graph.indptr[:] = 0
+    graph.indices = graph.indices[:0]
+    with pytest.raises(DatasetError, match="no edge"):
+        LinkData(load_config(overrides=["mode=link"]), graph)
