@@ -7,6 +7,8 @@
     gnnsys predict RUN_DIR --out FILE [--split S | --nodes ID ...] [--layer L]
                    [--set dataset.path=OTHER.npz]
     gnnsys predict RUN_DIR --out FILE --queries FILE | --embeddings-at T   (temporal)
+    gnnsys predict RUN_DIR --out FILE --pairs FILE | --topk K --nodes ID ... | --embeddings
+                                                                   (static link)
     gnnsys export RUN_DIR --out model.pt
 
 A failure is one line on stderr (exit 2 for bad input); --debug or GNNSYS_DEBUG=1 adds
@@ -97,13 +99,22 @@ def _predict(args) -> int:
     from .result import load_run
     from .temporal_graph import exact_time
     result = load_run(args.run_dir, overrides=args.set or ())
-    if args.embeddings_at is not None or args.layer is not None:
+    if args.embeddings_at is not None or args.layer is not None or args.embeddings:
         table = result.embeddings(args.embeddings_at, args.layer, nodes=args.nodes,
                                   split=args.split, out=args.out, workers=args.workers)
         print(f"{args.out}: {len(table['node_id'])} embeddings of dimension "
               f"{table['embedding'].shape[1]} " + (f"as of t={exact_time(args.embeddings_at)}"
-                                                   if args.layer is None else
-                                                   f"from layer {args.layer}"))
+                                                   if args.embeddings_at is not None else
+                                                   (f"from layer {args.layer}" if args.layer else "from the last layer")))
+        return 0
+    if args.topk is not None:
+        table = result.topk(args.nodes, args.topk, out=args.out)
+        print(f"{args.out}: the {args.topk} best partners of {len(table['node_id'])} nodes")
+        return 0
+    if args.pairs is not None:
+        table = result.predict(out=args.out, pairs=args.pairs)
+        print(f"{args.out}: scores of {len(table['score'])} node pairs (mean probability "
+              f"{table['prob'].mean():.4f})")
         return 0
     if args.queries is not None:
         table = result.predict(out=args.out, workers=args.workers, queries=args.queries)
@@ -184,6 +195,15 @@ def build_parser() -> argparse.ArgumentParser:
                          "columns src, dst, t)")
     predict.add_argument("--embeddings-at", type=float, metavar="T",
                          help="temporal runs: every node's embedding (or --nodes') as of time T")
+    predict.add_argument("--pairs", metavar="FILE",
+                         help="link runs: score these node pairs (.csv / .npz / .parquet with "
+                         "columns src, dst)")
+    predict.add_argument("--topk", type=int, metavar="K",
+                         help="link runs: the K best partners of each of --nodes, none it is "
+                         "linked to already")
+    predict.add_argument("--embeddings", action="store_true",
+                         help="link runs: every node's embedding (or --nodes'), the vectors "
+                         "pairs are scored by")
     predict.add_argument("--layer", type=int, metavar="L",
                          help="node runs: write the output of the model's first L layers "
                          "(node embeddings) instead of class scores")

@@ -48,7 +48,8 @@ class Mode:
     # what a finished run predicts (`RunResult.predict` / `embeddings`): "nodes" (a split or
     # node ids; embeddings by a layer's output, on the run's graph or another of its widths)
     # | "events" (query events src, dst, t and embeddings as of a time, on the stream it
-    # trained on: its state is of those nodes)
+    # trained on: its state is of those nodes) | "pairs" (node pairs' scores, each node's
+    # best partners, node embeddings: a static link run)
     predicts: str = "nodes"
     eval_splits: tuple = ("val",)          # scored after each epoch that evaluates
     final_splits: tuple = ("train", "val", "test")   # scored for the selected model

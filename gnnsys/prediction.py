@@ -123,6 +123,11 @@ def load_model(config, run_dir: Path, device, graph=None, own_data=True) -> torc
     """The run's best-validation model, built by its mode for one in-process worker on
     `device` from the run's dataset (or `graph`): a model's shape follows its data.
     `own_data`: the config's dataset is the run's own (its files are checked)."""
+    return mode_here(config, run_dir, device, graph, own_data).model.eval()
+
+
+def mode_here(config, run_dir: Path, device, graph=None, own_data=True):
+    """The run's mode as one in-process worker on `device`, its selected snapshot loaded."""
     from .distributed import WorkerContext
     from .mode import mode_class
     state = best_state(config, run_dir, own_data=own_data and graph is None)
@@ -131,7 +136,49 @@ def load_model(config, run_dir: Path, device, graph=None, own_data=True) -> torc
         partition=dataclasses.replace(config.partition, num_parts=None),
         train=dataclasses.replace(config.train, device=device.type, progress=False))
     prepared = mode_class(one.mode).prepare(one, graph)
-    return restored_mode(WorkerContext.single(device), one, state, *prepared).model.eval()
+    return restored_mode(WorkerContext.single(device), one, state, *prepared)
+
+
+def link_pairs(run, pairs) -> dict:
+    """Link modes: {"src", "dst", "score" (logit), "prob"} of the node pairs `pairs` (a
+    file or a mapping with columns src, dst), in their order."""
+    from .tables import read_columns
+    pairs = read_columns(pairs, ("src", "dst"), "pair")
+    mode, ids = _link_mode(run)
+    src, dst = (node_rows(pairs[c], ids, mode.data.graph.num_nodes, f"pairs' {c}")
+                for c in ("src", "dst"))
+    score = mode.pair_scores(src, dst).astype(np.float32)
+    return {**pairs, "score": score, "prob": 1 / (1 + np.exp(-score.astype(np.float64)))}
+
+
+def link_partners(run, nodes, k: int) -> dict:
+    """Link modes: {"node_id", "partner" [n, k], "score" [n, k]}: for each of `nodes` the
+    k nodes it scores highest with, best first, none it is already linked to."""
+    mode, ids = _link_mode(run)
+    n = mode.data.graph.num_nodes
+    rows = node_rows(np.asarray(nodes).reshape(-1), ids, n)
+    partners, scores = mode.top_partners(rows, k)
+    as_ids = (lambda r: r) if ids is None else (lambda r: ids[r])
+    return {"node_id": as_ids(rows), "partner": as_ids(partners), "score": scores}
+
+
+def link_embeddings(run, nodes, layers: int) -> dict:
+    """Link modes: {"node_id", "embedding"} of every node (or `nodes`): the encoder's first
+    `layers` layers over the training edges (all of them: the vectors pairs are scored by)."""
+    mode, ids = _link_mode(run)
+    n = mode.data.graph.num_nodes
+    rows = np.arange(n) if nodes is None else node_rows(np.asarray(nodes).reshape(-1), ids, n)
+    h = mode.embeddings(layers)[torch.from_numpy(rows)].numpy()
+    return {"node_id": rows if ids is None else ids[rows], "embedding": h}
+
+
+def _link_mode(run):
+    """(the run's link mode restored here, each row's node id or None)."""
+    from .datasets.registry import dataset_node_ids
+    d = run.config.dataset
+    ids = getattr(run._graph, "node_ids", None) if run._graph is not None else \
+        dataset_node_ids(d.name, root=d.root, path=d.path, task=d.task, kind="static")
+    return mode_here(run.config, run.run_dir, run.device, run._graph, run._own_data), ids
 
 
 def best_state(config, run_dir: Path, own_data: bool = True) -> dict:

@@ -44,11 +44,16 @@ class RunResult(dict):
     @property
     def _predicts_events(self) -> bool:
         """Whether the run's mode predicts query events (a temporal run), not nodes."""
+        return self._predicts == "events"
+
+    @property
+    def _predicts(self) -> str:
+        """What the run's mode predicts (`Mode.predicts`): nodes, events or pairs."""
         from .mode import mode_class
-        return mode_class(self.config.mode).predicts == "events"
+        return mode_class(self.config.mode).predicts
 
     def predict(self, split: str = "all", out=None, workers: int | None = None,
-                nodes=None, queries=None) -> dict:
+                nodes=None, queries=None, pairs=None) -> dict:
         """Node modes: class scores and the predicted class of every node ("all"), of a
         split's (train / val / test) or of the node ids in `nodes` (in that order), by the
         run's selected model with the exact layer-wise inference evaluation uses, on the
@@ -58,6 +63,8 @@ class RunResult(dict):
         Temporal: the logit and probability of each query event in `queries` (a file, or
         a mapping, with columns src, dst, t; replayed as the final evaluation ran):
         {"src", "dst", "t", "score", "prob"} in the queries' order.
+        Static link: the logit and probability of each node pair in `pairs` (a file, or a
+        mapping, with columns src, dst): {"src", "dst", "score", "prob"} in their order.
         Node ids are the dataset's own (a bundle's `node_ids`, else its rows). `out`:
         also written there atomically, as .npz, .parquet or .csv (docs/DATA.md,
         "Predictions")."""
@@ -66,13 +73,20 @@ class RunResult(dict):
             raise PredictError(f"split {split!r}: use all, train, val or test")
         if out is not None:
             table_format(out, self.needed_files())   # a bad --out fails before any inference
+        if (self._predicts == "pairs") != (pairs is not None):
+            raise PredictError("a link run scores node pairs: give pairs (gnnsys predict "
+                               "--pairs FILE, columns src, dst; or --topk K --nodes ...)"
+                               if pairs is None else "pairs are for link runs; this run's "
+                               f"mode is {self.config.mode}")
         temporal = self._predicts_events
-        if temporal != (queries is not None):
+        if pairs is not None:
+            table = prediction.link_pairs(self, pairs)
+        elif temporal != (queries is not None):
             raise PredictError("a temporal run predicts query events: give queries (gnnsys "
                                "predict --queries FILE, columns src, dst, t; docs/DATA.md)"
                                if temporal else "queries are for temporal runs; this run's "
                                f"mode is {self.config.mode}: predict a split or node ids")
-        if temporal:
+        elif temporal:
             table = prediction.score_queries(self, queries, workers)
         else:
             table = prediction.classify(self, split, nodes, workers)
@@ -84,10 +98,14 @@ class RunResult(dict):
                    split: str = "all", out=None, workers: int | None = None) -> dict:
         """Node vectors {"node_id", "embedding"}: for a node run, the output of its first
         `layer` layers (`model.layers`: the class scores) of every node, a split's or
-        `nodes`', by the same exact inference as `predict`; for a temporal run, the
-        vector the link scorer reads of every node (or `nodes`) as of dataset time `at`."""
+        `nodes`', by the same exact inference as `predict`; for a static link run, the
+        vectors its pairs are scored by (or a `layer`'s output), over the training edges;
+        for a temporal run, the vector the link scorer reads of every node (or `nodes`) as
+        of dataset time `at`."""
         from .tables import table_format, write_table
         temporal = self._predicts_events
+        if self._predicts == "pairs":      # the vectors pairs are scored by, by default
+            layer = self.config.model.layers if layer is None else layer
         if temporal != (at is not None) or temporal == (layer is not None):
             raise PredictError("a temporal run embeds nodes as of a time: give at (gnnsys "
                                "predict --embeddings-at T)" if temporal else "a node run embeds "
@@ -97,12 +115,32 @@ class RunResult(dict):
             table_format(out, self.needed_files())
         if temporal:
             table = prediction.embed_at(self, float(at), nodes, workers)
+        elif not 1 <= layer <= self.config.model.layers:
+            raise PredictError(f"layer {layer}: the run's model has layers 1.."
+                               f"{self.config.model.layers} (model.layers)")
+        elif self._predicts == "pairs":
+            table = prediction.link_embeddings(self, nodes, layer)
         else:
-            if not 1 <= layer <= self.config.model.layers:
-                raise PredictError(f"layer {layer}: the run's model has layers 1.."
-                                   f"{self.config.model.layers} (model.layers)")
             got = prediction.classify(self, split, nodes, workers, layers=layer)
             table = {"node_id": got["node_id"], "embedding": got["scores"]}
+        if out is not None:
+            write_table(out, table, self.needed_files())
+        return table
+
+    def topk(self, nodes, k: int, out=None) -> dict:
+        """Link runs: for each node id of `nodes` the `k` nodes it scores highest with,
+        best first, leaving out itself and the nodes it has an edge to:
+        {"node_id", "partner" [n, k], "score" [n, k]} (ids the dataset's own)."""
+        from .tables import table_format, write_table
+        if self._predicts != "pairs":
+            raise PredictError(f"top-k partners are for link runs; this run's mode is "
+                               f"{self.config.mode}")
+        if nodes is None:
+            raise PredictError("top-k partners of which nodes? give them (gnnsys predict "
+                               "--topk K --nodes ID ...)")
+        if out is not None:
+            table_format(out, self.needed_files())
+        table = prediction.link_partners(self, nodes, k)
         if out is not None:
             write_table(out, table, self.needed_files())
         return table

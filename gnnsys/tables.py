@@ -13,7 +13,8 @@ from .errors import PredictError
 from .runlog import check_output, write_output
 
 # the columns a 2-d array becomes in a .parquet file: <prefix>_0, <prefix>_1, ...
-COLUMN_PREFIX = {"scores": "score", "embedding": "embedding"}
+COLUMN_PREFIX = {"scores": "score", "embedding": "embedding", "partner": "partner",
+                 "score": "score"}
 
 
 # rows a .csv or .parquet output is written in at a time: the text of a few MB, not of

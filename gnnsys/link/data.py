@@ -17,6 +17,7 @@ class LinkData:
         split = random_edge_split(full.indptr, full.indices, full.num_nodes, c.val, c.test,
                                   seed=c.split_seed)
         self.name = full.name
+        self.known_edges = (full.indptr, full.indices)   # every edge: top-k leaves them out
         self.graph = Graph(indptr=split.indptr, indices=split.indices, x=full.x,
                            name=full.name)
         rows = np.repeat(np.arange(full.num_nodes), self.graph.degree())

@@ -55,6 +55,9 @@ class LinkModel(nn.Module):
 class LinkMode(Mode):
     task = "link"
     data_kind = "static"
+    # what a finished run answers: pair scores, each node's best partners, node embeddings
+    # (`RunResult.predict(pairs=)`, `.topk`, `.embeddings`; gnnsys/prediction.py `link_*`)
+    predicts = "pairs"
     grad_op = "mean"
     supports = {"model.arch": archs("minibatch"), "train.compile": (False,)}
     eval_splits = ("val",)
@@ -143,13 +146,43 @@ class LinkMode(Mode):
 
     reductions = {"batch_wait_s": "max"}
 
-    def embeddings(self) -> torch.Tensor:
-        """Every node's embedding over the training edges (exact layer-wise inference)."""
+    def embeddings(self, layers: int | None = None) -> torch.Tensor:
+        """Every node's embedding (or its first `layers` layers' output) over the training
+        edges, by exact layer-wise inference."""
         show = self.config.train.progress and self.ctx.is_main
         bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
         return self.model.encoder.inference(self.data.graph,
                                             self.config.sampler.eval_batch_size,
-                                            self.ctx.device, progress=bar)
+                                            self.ctx.device, progress=bar, layers=layers)
+
+    def pair_scores(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The logits of node-row pairs (src[i], dst[i]) (`RunResult.predict(pairs=...)`)."""
+        return self.score_pairs(self.embeddings(), torch.from_numpy(src),
+                                torch.from_numpy(dst)).numpy()
+
+    @torch.no_grad()
+    def top_partners(self, rows: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """For each node row of `rows`: the k rows it scores highest with and their logits
+        ([len(rows), k] each, best first), leaving out itself and every node it has an
+        edge to in the dataset (training or held out)."""
+        from ..errors import PredictError
+        known_indptr, known = self.data.known_edges
+        free = self.data.graph.num_nodes - 1 - np.diff(known_indptr)[rows]
+        if k < 1 or k > free.min():
+            raise PredictError(f"top {k}: give 1 <= k <= {int(free.min())} (node "
+                               f"{int(rows[np.argmin(free)])} has that many unlinked nodes)")
+        h = self.embeddings()
+        everyone = torch.arange(len(h))
+        partners, scores = [], []
+        for row in rows:
+            score = self.score_pairs(h, torch.full_like(everyone, int(row)), everyone)
+            score[torch.from_numpy(np.asarray(known[known_indptr[row]:known_indptr[row + 1]],
+                                              dtype=np.int64))] = -float("inf")
+            score[int(row)] = -float("inf")
+            best = torch.topk(score, k)
+            partners.append(best.indices.numpy())
+            scores.append(best.values.numpy())
+        return np.stack(partners), np.stack(scores)
 
     @torch.no_grad()
     def score_pairs(self, h: torch.Tensor, src, dst) -> torch.Tensor:

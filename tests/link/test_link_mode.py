@@ -109,3 +109,35 @@ def test_a_graph_without_edges_is_refused():
     graph.indices = graph.indices[:0]
     with pytest.raises(DatasetError, match="no edge"):
         LinkData(load_config(overrides=["mode=link"]), graph)
+
+
+def test_a_link_run_scores_pairs_ranks_partners_and_embeds_nodes(tmp_path):
+    """What a finished run answers agrees with itself: a pair's score is the dot product of
+    its nodes' embeddings (decoder dot), top-k partners are the best-scored nodes that are
+    neither the node nor a neighbour of it in the whole dataset; bad asks are one line."""
+    from gnnsys.errors import PredictError
+    graph = tiny_graph(num_nodes=120, avg_degree=6, num_features=8)
+    cfg = settings(tmp_path)
+    cfg["train"]["epochs"] = 2
+    result = gnnsys.Trainer(cfg, data=graph).fit()
+    emb = result.embeddings()["embedding"]
+    assert emb.shape == (120, 16)
+    pairs = {"src": np.array([3, 7, 7]), "dst": np.array([9, 7, 100])}
+    got = result.predict(pairs=pairs)
+    np.testing.assert_allclose(got["score"], (emb[pairs["src"]] * emb[pairs["dst"]]).sum(1),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got["prob"], 1 / (1 + np.exp(-got["score"].astype(float))),
+                               rtol=1e-6)
+    top = result.topk([5, 0], k=4)
+    for node, partners, scores in zip(top["node_id"], top["partner"], top["score"]):
+        linked = set(graph.indices[graph.indptr[node]:graph.indptr[node + 1]].tolist())
+        allowed = np.array([v for v in range(120) if v != node and v not in linked])
+        best = allowed[np.argsort(-(emb[allowed] @ emb[node]), kind="stable")[:4]]
+        assert set(partners.tolist()) == set(best.tolist())
+        assert np.all(np.diff(scores) <= 0)
+    for ask, words in ((lambda: result.topk([5], k=0), "top 0: give 1 <= k"),
+                       (lambda: result.predict(pairs={"src": [1], "dst": [500]}),
+                        "dst 500 is not in the run's dataset"),
+                       (lambda: result.predict("all"), "a link run scores node pairs")):
+        with pytest.raises(PredictError, match=words):
+            ask()
