@@ -208,6 +208,9 @@ class LinkConfig:
     test: float = setting(0.10, "in [0, 1)")
     split_seed: int = setting(0, "in [0, 2**63)")  # the edge split's seed (not train.seed: reruns share it)
     decoder: str = "dot"                 # dot (GAE) | mlp (OGB's: an MLP over h_u * h_v)
+    # > 0: a learned vector of this width per node is the encoder's input instead of the
+    # features (graphs without features of their own, e.g. ogbl_ddi, as OGB's GraphSAGE)
+    node_embedding: int = setting(0, ">= 0")
     # training negatives, one per positive edge (u, v) -> (u, w): w uniform over the
     # nodes, or drawn by training degree (popular nodes as often as they appear in edges)
     negatives: str = "uniform"

@@ -47,6 +47,9 @@ class Graph:
     # Task metric: "accuracy" for multi-class, "roc_auc" for binary tasks reported that way.
     metric: str = "accuracy"
     meta: dict = field(default_factory=dict)
+    # the held-out edges of a link dataset that ships its split (datasets.splits.EdgeSplit;
+    # the CSR is then its training graph), else None: link mode splits the edges itself
+    edge_split: object | None = None
     kind: ClassVar[str] = "static"      # the data kind (gnnsys.datasets.registry.KINDS)
 
     def __post_init__(self):

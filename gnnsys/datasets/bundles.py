@@ -15,7 +15,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from gnnsys.datasets.npz import read_npz
-from gnnsys.datasets.splits import stratified_split
+from gnnsys.datasets.splits import EdgeSplit, stratified_split
 from gnnsys.errors import DatasetError
 from gnnsys.graph import Graph
 from gnnsys.sparse_features import as_csr
@@ -29,8 +29,12 @@ SCHEMA = "docs/DATA.md"
 FIX = f"the bundle format is in {SCHEMA}"
 # The arrays each kind of bundle must have (the rest are optional, see SCHEMA).
 REQUIRED = {"static": ("edge_index", "y"), "temporal": ("src", "dst", "t")}
+# ... but for link prediction (edges are its labels) a static bundle needs no `y`
+NOT_REQUIRED_FOR_LINKS = ("y",)
 # The modes that train each kind (a hint for a bundle read as the other kind).
-TRAINED_BY = {"static": "minibatch or fullgraph", "temporal": "temporal"}
+TRAINED_BY = {"static": "minibatch, fullgraph or link", "temporal": "temporal"}
+# The held-out edges a link bundle ships (its edge_index then being the training graph).
+EDGE_SPLIT_ARRAYS = ("val_pos", "test_pos", "val_neg", "test_neg")
 
 # flickr_amgcn ships no validation nodes; this many are carved out of the nodes that are in
 # neither the train nor the test set, so the standard train/test sets stay intact.
@@ -74,11 +78,13 @@ def path_entry(path: str, task: str, kind: str) -> dict:
             "metric": "ap" if task == "link" else "accuracy"}
 
 
-def read_bundle(path: Path, kind: str) -> dict:
-    """The bundle's arrays, refused in one line (file, key, schema) if they are not of `kind`."""
+def read_bundle(path: Path, kind: str, task: str = "node") -> dict:
+    """The bundle's arrays, refused in one line (file, key, schema) if they are not of
+    `kind` (and, static, of `task`)."""
     arrays = read_npz(path, FIX)
     _refuse_heterogeneous(path, arrays)
-    missing = [key for key in REQUIRED[kind] if key not in arrays]
+    missing = [key for key in REQUIRED[kind] if key not in arrays
+               and not (task == "link" and key in NOT_REQUIRED_FOR_LINKS)]
     if missing:
         other = next(k for k in REQUIRED if k != kind)
         hint = (f"; it holds a {other} bundle ({', '.join(REQUIRED[other])}): train it "
@@ -178,20 +184,53 @@ def _built(path: Path, make):
 def load_static_bundle(name: str, entry: dict, path: Path, arrays: dict, split: int = 0,
                        params: dict | None = None) -> Graph:
     """Graph of a static bundle; `split` picks one of its standard splits (or seeds a random one)."""
-    labels = arrays["y"].astype(np.int64)
-    num_nodes = int(arrays["num_nodes"]) if "num_nodes" in arrays else labels.size
-    num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else int(labels.max()) + 1
+    labels = arrays["y"].astype(np.int64) if "y" in arrays else None
+    if "num_nodes" in arrays:
+        num_nodes = int(arrays["num_nodes"])
+    elif labels is not None:
+        num_nodes = labels.size
+    else:
+        raise DatasetError(f"{path} has neither 'y' nor 'num_nodes'; a bundle without labels "
+                           f"says how many nodes it has in 'num_nodes'; {FIX}")
+    num_classes = int(arrays["num_classes"]) if "num_classes" in arrays else \
+        0 if labels is None else int(labels.max()) + 1
     graph = Graph.from_edge_index(arrays["edge_index"], num_nodes, y=labels,
                                   num_classes=num_classes, name=name,
                                   metric=entry.get("metric", "accuracy"))
     _check_node_ids(arrays, num_nodes)
     graph.x, feature_note = _static_features(arrays, graph)
-    split_note = _assign_split(graph, arrays, name, split, entry, dict(params or {}))
+    graph.edge_split = _edge_split(arrays, graph)
+    split_note = "none (no labels)" if labels is None else \
+        _assign_split(graph, arrays, name, split, entry, dict(params or {}))
     graph.meta = {"source": "bundle", "file": str(path), "split": split,
                   "split_kind": split_note, "features": feature_note}
     if graph.x.shape[0] != num_nodes:
         raise ValueError(f"array 'x' has {graph.x.shape[0]} rows for {num_nodes} nodes")
     return graph
+
+
+def _edge_split(arrays: dict, graph: Graph):
+    """The held-out edges a link bundle ships (all four arrays, [2, P] node ids), as an
+    `EdgeSplit` over the bundle's graph, or None."""
+    shipped = [key for key in EDGE_SPLIT_ARRAYS if key in arrays]
+    if not shipped:
+        return None
+    if len(shipped) < len(EDGE_SPLIT_ARRAYS):
+        lacking = next(k for k in EDGE_SPLIT_ARRAYS if k not in arrays)
+        raise ValueError(f"it ships '{shipped[0]}' but not '{lacking}': a link split is "
+                         f"all of {', '.join(EDGE_SPLIT_ARRAYS)}")
+    pairs = {}
+    for key in EDGE_SPLIT_ARRAYS:
+        p = np.asarray(arrays[key])
+        if p.ndim != 2 or p.shape[0] != 2 or not _integral(p):
+            raise ValueError(f"array '{key}' has shape {p.shape} ({p.dtype}); expected "
+                             "(2, pairs) integer node ids")
+        p = p.astype(np.int64)
+        if p.size and (p.min() < 0 or p.max() >= graph.num_nodes):
+            raise ValueError(f"array '{key}' names node {p.min() if p.min() < 0 else p.max()},"
+                             f" outside 0..{graph.num_nodes - 1}")
+        pairs[key] = p
+    return EdgeSplit(graph.indptr, graph.indices, **pairs)
 
 
 def _static_features(arrays: dict, graph: Graph):
@@ -326,7 +365,7 @@ def load(name: str, entry: dict, root: Path, split: int = 0, params: dict | None
         raise DatasetError(f"dataset '{name}' is temporal and takes no params "
                            f"(got {', '.join(params)})")
     path = require_bundle(name, entry["file"], root)
-    arrays = read_bundle(path, entry["kind"])
+    arrays = read_bundle(path, entry["kind"], entry["task"])
     if temporal:
         return _built(path, lambda: load_temporal_bundle(name, entry, path, arrays, split))
     return _built(path, lambda: load_static_bundle(name, entry, path, arrays, split, params))

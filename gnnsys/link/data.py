@@ -11,13 +11,21 @@ from ..graph import Graph
 class LinkData:
     def __init__(self, config, graph=None):
         from ..datasets import load_run_graph
+        from ..datasets.edges import symmetric_csr
         from ..datasets.splits import random_edge_split
         full = graph if graph is not None else load_run_graph(config)
         c = config.link
-        split = random_edge_split(full.indptr, full.indices, full.num_nodes, c.val, c.test,
-                                  seed=c.split_seed)
-        self.name = full.name
-        self.known_edges = (full.indptr, full.indices)   # every edge: top-k leaves them out
+        split = full.edge_split
+        if split is None:
+            split = random_edge_split(full.indptr, full.indices, full.num_nodes, c.val,
+                                      c.test, seed=c.split_seed)
+            self.known_edges = (full.indptr, full.indices)   # top-k leaves these out
+        else:                                    # shipped: the graph is the training one
+            held = np.concatenate([split.val_pos, split.test_pos], axis=1)
+            self.known_edges = symmetric_csr(np.r_[np.repeat(np.arange(full.num_nodes),
+                                                             full.degree()), held[0]],
+                                             np.r_[full.indices, held[1]], full.num_nodes)
+        self.name, self.shipped_split = full.name, full.edge_split is not None
         self.graph = Graph(indptr=split.indptr, indices=split.indices, x=full.x,
                            name=full.name)
         rows = np.repeat(np.arange(full.num_nodes), self.graph.degree())
@@ -46,6 +54,7 @@ class LinkData:
         return {name: p[0] * n + p[1] for name, p in pairs.items()}
 
     def describe(self) -> dict:
-        return {"nodes": self.graph.num_nodes, "train_edges": self.train_pairs.shape[1],
+        return {"nodes": self.graph.num_nodes, "shipped_split": self.shipped_split,
+                "train_edges": self.train_pairs.shape[1],
                 "val_edges": self._held_out["val"][0].shape[1],
                 "test_edges": self._held_out["test"][0].shape[1]}

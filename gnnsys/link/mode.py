@@ -16,6 +16,7 @@ uniform (OGB's `citation2` style, unfiltered). `link.metric` selects the best ep
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -37,15 +38,30 @@ SCORE_CHUNK = 1 << 16            # pairs decoded at once in evaluation
 class LinkModel(nn.Module):
     """A minibatch model as the node encoder (its output rows are the embeddings) and a
     decoder scoring pairs of them; one module, so optimizer, checkpoints and gradient
-    sync see every parameter."""
+    sync see every parameter. With `node_vectors` (link.node_embedding) the encoder reads
+    a learned row per node instead of the features."""
 
-    def __init__(self, encoder: nn.Module, decoder: nn.Module):
+    def __init__(self, encoder: nn.Module, decoder: nn.Module,
+                 node_vectors: nn.Embedding | None = None):
         super().__init__()
-        self.encoder, self.decoder = encoder, decoder
+        self.encoder, self.decoder, self.node_vectors = encoder, decoder, node_vectors
 
     def forward(self, batch) -> torch.Tensor:
-        """The embeddings of a `MiniBatch`'s seeds."""
+        """The embeddings of a `MiniBatch`'s seeds (its x the encoder's input: `with_input`)."""
         return self.encoder(batch.x, batch.blocks, batch.n_id, batch.x_agg)
+
+    def with_input(self, batch):
+        """`batch` holding the learned node vectors of its nodes as x, where the model has
+        them (the sampler gathered no features then)."""
+        if self.node_vectors is None:
+            return batch
+        return dataclasses.replace(batch, x=self.node_vectors(batch.n_id))
+
+    def input_graph(self, graph):
+        """`graph` with the rows the encoder reads as its features (for inference)."""
+        if self.node_vectors is None:
+            return graph
+        return dataclasses.replace(graph, x=self.node_vectors.weight.detach().cpu().numpy())
 
     def score(self, h: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """Logits of `pairs` ([2, B] rows of h)."""
@@ -89,7 +105,9 @@ class LinkMode(Mode):
         from ..minibatch.loader import fused_sampler
         self.data = d = LinkData(config, graph)
         s = config.sampler
-        self.sampler = fused_sampler(config, d.graph.indptr, d.graph.indices, d.graph.x,
+        # learned node vectors are looked up by the model: the sampler gathers no row then
+        features = None if config.link.node_embedding else d.graph.x
+        self.sampler = fused_sampler(config, d.graph.indptr, d.graph.indices, features,
                                      threads=s.threads)
         self.loader = EdgeLoader(self.sampler, d.train_pairs, d.graph.degree(), s.batch_size,
                                  negatives=config.link.negatives, prefetch=s.prefetch,
@@ -106,10 +124,15 @@ class LinkMode(Mode):
         from ..step_memory import check_step_fits, shapes_only
         c, g = self.config, self.data.graph
 
+        width = c.link.node_embedding
+
         def build():
-            encoder = build_model(c, g.num_features, c.model.hidden, g.num_nodes)
-            return LinkModel(encoder, decoder_class(c.link.decoder)(c.model.hidden,
-                                                                    c.model.dropout))
+            encoder = build_model(c, width or g.num_features, c.model.hidden, g.num_nodes)
+            decoder = decoder_class(c.link.decoder)(c.model.hidden, c.model.dropout)
+            vectors = nn.Embedding(g.num_nodes, width) if width else None
+            if vectors is not None:
+                nn.init.xavier_uniform_(vectors.weight)     # as OGB's ddi examples
+            return LinkModel(encoder, decoder, vectors)
         check_step_fits(shapes_only(build), 0, "", "model.hidden or model.layers")
         self.model = build()
         self.model.encoder.set_degree(g.degree())
@@ -122,9 +145,10 @@ class LinkMode(Mode):
         ready = time.perf_counter()
         for lb in self.loader.epoch(epoch):
             self.wait_s += time.perf_counter() - ready
+            batch = self.model.with_input(lb.batch)
             if not self.step_checked:
-                self._check_step_fits(lb.batch)
-            h = self.model(lb.batch)
+                self._check_step_fits(batch)
+            h = self.model(batch)
             pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
             loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos))
                     + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg)))
@@ -151,7 +175,7 @@ class LinkMode(Mode):
         edges, by exact layer-wise inference."""
         show = self.config.train.progress and self.ctx.is_main
         bar = (lambda it, desc: progress(it, desc=desc, enabled=show, unit="batch"))
-        return self.model.encoder.inference(self.data.graph,
+        return self.model.encoder.inference(self.model.input_graph(self.data.graph),
                                             self.config.sampler.eval_batch_size,
                                             self.ctx.device, progress=bar, layers=layers)
 

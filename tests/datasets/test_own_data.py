@@ -240,7 +240,7 @@ MALFORMED = {
     "temporal file read as static": (TEMPORAL_EVENTS, "node_classification",
                                      ["no array 'edge_index'", "train it with mode: temporal"]),
     "static file read as temporal": (STATIC, "link_prediction",
-                                     ["no array 'src'", "with mode: minibatch or fullgraph"]),
+                                     ["no array 'src'", "with mode: minibatch, fullgraph or link"]),
     "no labels": ({**STATIC, "y": None}, "node_classification", ["no array 'y'"]),
     "edge_index not (2, E)": ({**STATIC, "edge_index": np.zeros((3, 4), dtype=np.int64)},
                               "node_classification", ["'edge_index'", "(2, num_edges)"]),
@@ -323,7 +323,7 @@ def test_dataset_task_reads_todays_and_older_names_and_the_bundle_by_its_kind(do
     with pytest.raises(DatasetError) as err:        # read as the temporal mode's kind
         load_run_graph(dataclasses.replace(static, mode="temporal"))
     assert_one_line(err, "no array 'src', which a temporal bundle needs",
-                    "it holds a static bundle (edge_index, y)", "mode: minibatch or fullgraph")
+                    "it holds a static bundle (edge_index, y)", "mode: minibatch, fullgraph or link")
 
 
 def test_a_dataset_on_the_command_line_replaces_the_configs(repo_root):

@@ -141,3 +141,48 @@ def test_a_link_run_scores_pairs_ranks_partners_and_embeds_nodes(tmp_path):
                        (lambda: result.predict("all"), "a link run scores node pairs")):
         with pytest.raises(PredictError, match=words):
             ask()
+
+
+def link_bundle(path, graph, drop=()):
+    """`graph` saved as a link bundle with no labels or features: its edges split 80/10/10
+    by random_edge_split, the training graph as edge_index, the held-out pairs shipped."""
+    from gnnsys.datasets.splits import random_edge_split
+    split = random_edge_split(graph.indptr, graph.indices, graph.num_nodes, 0.1, 0.1, seed=3)
+    rows = np.repeat(np.arange(graph.num_nodes), np.diff(split.indptr))
+    arrays = {"edge_index": np.stack([rows, split.indices]), "num_nodes": graph.num_nodes,
+              "val_pos": split.val_pos, "test_pos": split.test_pos,
+              "val_neg": split.val_neg, "test_neg": split.test_neg}
+    np.savez(path, **{k: v for k, v in arrays.items() if k not in drop})
+    return split
+
+
+def test_a_link_bundle_keeps_its_split_and_trains_on_learned_node_vectors(tmp_path):
+    """A bundle that ships val/test pairs (as ogbl_ddi) is trained on that split (its
+    edge_index the training graph; link.val / link.test unused); without features,
+    link.node_embedding gives each node a learned input row; top-k leaves out held-out
+    edges too."""
+    graph = tiny_graph(num_nodes=200, avg_degree=8, num_features=8)
+    split = link_bundle(tmp_path / "links.npz", graph)
+    cfg = settings(tmp_path, node_embedding=16)
+    cfg["dataset"] = {"path": str(tmp_path / "links.npz")}
+    cfg["train"]["epochs"] = 20
+    config = load_config(overrides=[f"{k}={v}" for k, v in (
+        ("mode", "link"), ("dataset.path", tmp_path / "links.npz"))])
+    data = LinkData(config)
+    assert data.shipped_split
+    np.testing.assert_array_equal(data.graph.indices, split.indices)
+    np.testing.assert_array_equal(data.held_out("test")[0], split.test_pos)
+    known_indptr, known = data.known_edges
+    u, v = split.val_pos[:, 0]
+    assert v in known[known_indptr[u]:known_indptr[u + 1]]
+    result = gnnsys.Trainer(cfg).fit()
+    assert result["test_auc"] > 0.65
+    assert result.model.node_vectors.weight.shape == (200, 16)
+
+
+def test_a_link_bundle_with_part_of_a_split_is_one_line(tmp_path):
+    link_bundle(tmp_path / "links.npz", tiny_graph(num_nodes=50), drop=("test_neg",))
+    with pytest.raises(DatasetError) as err:
+        LinkData(load_config(overrides=["mode=link", f"dataset.path={tmp_path}/links.npz"]))
+    assert "ships 'val_pos' but not 'test_neg'" in str(err.value)
+    assert "\n" not in str(err.value)
