@@ -17,6 +17,7 @@ import torch
 from ..minibatch.batch import MiniBatch
 from ..minibatch.loader import batch_seed
 from ..prefetch import prefetched
+from samplers.temporal import shard
 
 
 @dataclass
@@ -24,6 +25,7 @@ class LinkBatch:
     batch: MiniBatch          # the sampled neighbourhood of every endpoint (seeds sorted)
     pos: torch.Tensor         # [2, B] seed positions of the positive pairs' ends
     neg: torch.Tensor         # [2, B] seed positions of the negative pairs' ends
+    global_count: int         # positive pairs of the whole batch, every rank's slice together
 
     @property
     def num_pairs(self) -> int:
@@ -46,15 +48,18 @@ def negative_destinations(how: str, count: int, degree: np.ndarray, rng) -> np.n
 class EdgeLoader:
     """Iterate `LinkBatch`es over the positive pairs `pairs` ([2, P] node ids).
 
-    `degree` is the training graph's (what "degree" negatives follow); `num_batches` forces
-    the batch count per epoch (pairs cycled or cut), as `NodeLoader`'s does."""
+    `degree` is the training graph's (what "degree" negatives follow). With K workers
+    every rank draws the same global batch of `batch_size` positives and their negatives
+    (the same seeds) and takes its contiguous slice, so K ranks train on what one
+    process would (`LinkBatch.global_count`: the pairs of the whole batch)."""
 
     def __init__(self, sampler, pairs: np.ndarray, degree: np.ndarray, batch_size: int,
                  negatives: str = "uniform", prefetch: int = 2, seed: int = 0,
-                 num_batches: int | None = None, device=None):
+                 rank: int = 0, world_size: int = 1, device=None):
         self.sampler, self.pairs = sampler, np.asarray(pairs, dtype=np.int64)
         self.degree, self.batch_size, self.negatives = degree, batch_size, negatives
-        self.prefetch, self.seed, self.num_batches = prefetch, seed, num_batches
+        self.prefetch, self.seed = prefetch, seed
+        self.rank, self.world_size = rank, world_size
         self.device = torch.device(device or "cpu")
         need = prefetch + 2
         if getattr(sampler, "num_buffers", need) < need:
@@ -62,28 +67,28 @@ class EdgeLoader:
                              f"prefetch={prefetch} needs {need}")
 
     def __len__(self) -> int:
-        if self.num_batches is not None:
-            return self.num_batches
         return -(-self.pairs.shape[1] // self.batch_size)
 
     def _chunks(self, epoch: int):
         order = np.random.default_rng([self.seed, epoch]).permutation(self.pairs.shape[1])
-        if self.num_batches is not None and 0 < len(order) < len(self) * self.batch_size:
-            order = np.resize(order, len(self) * self.batch_size)
         for i in range(len(self)):
             yield self.pairs[:, order[i * self.batch_size:(i + 1) * self.batch_size]]
 
     def make(self, chunk: np.ndarray, seed: int) -> LinkBatch:
-        """The batch of positive pairs `chunk` with its negatives, sampled with `seed`."""
-        rng = np.random.default_rng(seed)
-        count = chunk.shape[1]
-        fake = negative_destinations(self.negatives, count, self.degree, rng)
+        """This rank's slice of the batch of positive pairs `chunk` with its negatives
+        (drawn for the whole batch), sampled with `seed`."""
+        total = chunk.shape[1]
+        fake = negative_destinations(self.negatives, total, self.degree,
+                                     np.random.default_rng(seed))
+        lo, hi = shard(0, total, self.rank, self.world_size)
+        chunk, fake = chunk[:, lo:hi], fake[lo:hi]
         seeds, where = np.unique(np.concatenate([chunk[0], chunk[1], fake]),
                                  return_inverse=True)
         sub = self.sampler.sample(seeds, seed)
-        where = torch.from_numpy(where.reshape(3, count))
+        where = torch.from_numpy(where.reshape(3, hi - lo))
         batch = MiniBatch.from_sampled(sub, None, copy_x=False)
-        return LinkBatch(batch, where[:2], torch.stack([where[0], where[2]])).to(self.device)
+        return LinkBatch(batch, where[:2], torch.stack([where[0], where[2]]),
+                         total).to(self.device)
 
     def epoch(self, epoch: int = 0):
         """The batches of one epoch (reproducible for a seed and epoch), `prefetch` ahead."""

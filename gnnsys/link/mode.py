@@ -30,6 +30,7 @@ from ..mode import Mode
 from ..models.registry import archs, decoder_class, model_class
 from ..runlog import progress
 from .loader import EdgeLoader
+from samplers.temporal import shard
 
 HITS = (20, 50, 100)
 SCORE_CHUNK = 1 << 16            # pairs decoded at once in evaluation
@@ -74,7 +75,7 @@ class LinkMode(Mode):
     # what a finished run answers: pair scores, each node's best partners, node embeddings
     # (`RunResult.predict(pairs=)`, `.topk`, `.embeddings`; gnnsys/prediction.py `link_*`)
     predicts = "pairs"
-    grad_op = "mean"
+    grad_op = "sum"              # each rank's loss is its slice's sum over the global batch size
     supports = {"model.arch": archs("minibatch"), "train.compile": (False,)}
     eval_splits = ("val",)
     final_splits = ("val", "test")
@@ -86,9 +87,6 @@ class LinkMode(Mode):
         if m.layers != len(fanouts):
             raise ConfigError(f"config key 'model.layers' is {m.layers} but "
                               f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
-        if config.cluster.workers != 1:
-            raise ConfigError(f"config key 'cluster.workers' is {config.cluster.workers} but "
-                              "mode 'link' trains on one worker so far; set it to 1")
         if config.link.val + config.link.test >= 1:
             raise ConfigError(f"config keys 'link.val' + 'link.test' are "
                               f"{config.link.val + config.link.test:g}, leaving no training "
@@ -111,7 +109,8 @@ class LinkMode(Mode):
                                      threads=s.threads)
         self.loader = EdgeLoader(self.sampler, d.train_pairs, d.graph.degree(), s.batch_size,
                                  negatives=config.link.negatives, prefetch=s.prefetch,
-                                 seed=config.train.seed, device=ctx.device)
+                                 seed=config.train.seed, rank=ctx.rank,
+                                 world_size=ctx.world_size, device=ctx.device)
         self.batches_per_epoch = len(self.loader)
         self.wait_s, self.step_checked = 0.0, False
 
@@ -140,8 +139,10 @@ class LinkMode(Mode):
         return self.model.to(self.ctx.device)
 
     def train_batches(self, epoch: int):
-        """(loss, positive pairs, positive pairs) per batch: the positives' and the
-        negatives' mean binary cross-entropy, summed (OGB's link-prediction loss)."""
+        """(loss, this rank's positive pairs, the batch's) per batch: the positives' and the
+        negatives' mean binary cross-entropy over the whole batch, summed (OGB's
+        link-prediction loss); a rank's share is its slice's sums over the batch's size,
+        so the ranks' gradients add up to one process's."""
         ready = time.perf_counter()
         for lb in self.loader.epoch(epoch):
             self.wait_s += time.perf_counter() - ready
@@ -150,9 +151,10 @@ class LinkMode(Mode):
                 self._check_step_fits(batch)
             h = self.model(batch)
             pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
-            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos))
-                    + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg)))
-            yield loss, lb.num_pairs, lb.num_pairs
+            loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
+                    + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg),
+                                                         reduction="sum")) / lb.global_count
+            yield loss, lb.num_pairs, lb.global_count
             ready = time.perf_counter()
 
     def _check_step_fits(self, batch) -> None:
@@ -220,11 +222,15 @@ class LinkMode(Mode):
 
     def split_outputs(self, splits: tuple) -> dict:
         """Per split the logits of its positives, of its negatives, and of each positive's
-        ranking negatives ([P, link.eval_negatives])."""
+        ranking negatives ([P, link.eval_negatives]): with K workers this rank's contiguous
+        slice of each (every rank embeds every node), gathered in rank order."""
         h = self.embeddings()
         out = {}
+        mine = (lambda a: a[..., slice(*shard(0, a.shape[-1], self.ctx.rank,
+                                              self.ctx.world_size))])
         for split in splits:
             pos, neg, fakes = self.data.held_out(split)
+            pos, neg, fakes = mine(pos), mine(neg), mine(fakes.T).T
             ranked = self.score_pairs(h, np.repeat(pos[0], fakes.shape[1]), fakes.reshape(-1))
             out[split] = {"pos": self.score_pairs(h, *pos), "neg": self.score_pairs(h, *neg),
                           "ranked": ranked.reshape(fakes.shape)}
