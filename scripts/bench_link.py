@@ -112,14 +112,17 @@ def bench(name: str, val: float, test: float, seed: int) -> list[dict]:
 
 
 def bench_model(config_path, name: str, val: float, test: float, seed: int,
-                overrides: list) -> dict:
-    """One link-mode run of `config_path` on the split `bench` scores (its final metrics)."""
+                overrides: list, workers: int = 1) -> dict:
+    """One link-mode run of `config_path` on `workers` workers on the split `bench`
+    scores (its final metrics)."""
     config = load_config(config_path, overrides=[*overrides, *link_overrides(name, val, test,
-                                                                             seed)])
+                                                                             seed),
+                                                 f"cluster.workers={workers}"])
     started = time.perf_counter()
     final, _ = harness.train(config)
     row = {"dataset": name, "seed": seed, "method": f"{config.model.arch} "
-           f"({config_path.stem}, {config.link.decoder})", "published_test_hits20": None,
+           f"({config_path.stem}, {config.link.decoder}"
+           f"{f', {workers} workers' if workers > 1 else ''})", "published_test_hits20": None,
            "seconds": time.perf_counter() - started}
     row.update({k: final[k] for phase in ("val", "test")
                 for k in (f"{phase}_{m}" for m in ("auc", "ap", "mrr",
@@ -144,6 +147,8 @@ def main(argv=None) -> list[dict]:
     ap.add_argument("--datasets", nargs="+", default=["ogbl_ddi", "cora", "citeseer"])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0],
                     help="seeds of the edge split (not ogbl_ddi's, which is fixed)")
+    ap.add_argument("--workers", nargs="+", type=int, default=[1],
+                    help="train each config on these worker counts (cluster.workers)")
     ap.add_argument("--val", type=float, default=0.05, help="held-out validation edge share")
     ap.add_argument("--test", type=float, default=0.10, help="held-out test edge share")
     args = ap.parse_args(argv)
@@ -152,8 +157,8 @@ def main(argv=None) -> list[dict]:
         for seed in ([0] if name == "ogbl_ddi" else args.seeds):
             rows += bench(name, args.val, args.test, seed)
             if name != "ogbl_ddi":       # link mode reads no shipped split yet
-                rows += [bench_model(path, name, args.val, args.test, seed, args.set)
-                         for path in args.configs]
+                rows += [bench_model(path, name, args.val, args.test, seed, args.set, k)
+                         for path in args.configs for k in args.workers]
             harness.write_json(args.json, rows)
     print(table(rows))
     return rows
