@@ -214,6 +214,9 @@ class LinkConfig:
     # training negatives, one per positive edge (u, v) -> (u, w): w uniform over the
     # nodes, or drawn by training degree (popular nodes as often as they appear in edges)
     negatives: str = "uniform"
+    # positive pairs an epoch trains on, drawn afresh each epoch from the training edges
+    # (0 = all of them: a graph of tens of millions of edges takes hours an epoch)
+    epoch_pairs: int = setting(0, ">= 0")
     # MRR ranks each held-out positive (u, v) against this many (u, w), w uniform, seeded
     eval_negatives: int = setting(100, ">= 1")
     metric: str = "auc"                  # selects the best epoch: auc | ap | mrr | hits20 | hits50 | hits100

@@ -55,11 +55,13 @@ class EdgeLoader:
 
     def __init__(self, sampler, pairs: np.ndarray, degree: np.ndarray, batch_size: int,
                  negatives: str = "uniform", prefetch: int = 2, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, device=None):
+                 rank: int = 0, world_size: int = 1, epoch_pairs: int = 0, device=None):
         self.sampler, self.pairs = sampler, np.asarray(pairs, dtype=np.int64)
         self.degree, self.batch_size, self.negatives = degree, batch_size, negatives
         self.prefetch, self.seed = prefetch, seed
         self.rank, self.world_size = rank, world_size
+        count = self.pairs.shape[1]
+        self.epoch_pairs = min(epoch_pairs, count) if epoch_pairs else count
         self.device = torch.device(device or "cpu")
         need = prefetch + 2
         if getattr(sampler, "num_buffers", need) < need:
@@ -67,10 +69,15 @@ class EdgeLoader:
                              f"prefetch={prefetch} needs {need}")
 
     def __len__(self) -> int:
-        return -(-self.pairs.shape[1] // self.batch_size)
+        return -(-self.epoch_pairs // self.batch_size)
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The indices into `pairs` of the positives epoch `epoch` trains on, in order."""
+        order = np.random.default_rng([self.seed, epoch]).permutation(self.pairs.shape[1])
+        return order[:self.epoch_pairs]
 
     def _chunks(self, epoch: int):
-        order = np.random.default_rng([self.seed, epoch]).permutation(self.pairs.shape[1])
+        order = self.epoch_order(epoch)
         for i in range(len(self)):
             yield self.pairs[:, order[i * self.batch_size:(i + 1) * self.batch_size]]
 

@@ -110,7 +110,8 @@ class LinkMode(Mode):
         self.loader = EdgeLoader(self.sampler, d.train_pairs, d.graph.degree(), s.batch_size,
                                  negatives=config.link.negatives, prefetch=s.prefetch,
                                  seed=config.train.seed, rank=ctx.rank,
-                                 world_size=ctx.world_size, device=ctx.device)
+                                 world_size=ctx.world_size,
+                                 epoch_pairs=config.link.epoch_pairs, device=ctx.device)
         self.batches_per_epoch = len(self.loader)
         self.wait_s, self.step_checked = 0.0, False
 
