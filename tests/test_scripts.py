@@ -396,6 +396,50 @@ print(json.dumps({{"epochs": [{{"epoch_s": 2.0, "steps": 3, "loss": 1.0}}] * 2,
             *sets(*MINIBATCH))
 
 
+def test_the_dgl_link_peer_compiles_and_takes_what_bench_link_epoch_passes():
+    peer = (SCRIPTS / "peers" / "dgl_link_epoch.py").read_text()
+    compile(peer, "dgl_link_epoch.py", "exec")
+    passed = set(re.findall(r'"(--[a-z-]+)"', (SCRIPTS / "bench_link_epoch.py").read_text()
+                            .split("def dgl_run", 1)[1].split("def ", 1)[0]))
+    declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', peer))
+    assert passed and passed <= declared, passed - declared
+
+
+def test_bench_link_epoch(run, tmp_path):
+    """gnnsys's link mode and the peer's loop on the same training graph and each epoch's
+    positives (the stand-in peer checks the pairs are training edges, as many as an epoch
+    takes), rounds alternating, the table of both; a config DGL's loop is not is refused."""
+    peer = tmp_path / "peer-python"
+    peer.write_text(f"""#!{sys.executable}
+import json, sys
+import numpy as np
+args = sys.argv[2:]
+assert sys.argv[1].endswith("peers/dgl_link_epoch.py")
+arrays = json.loads(args[args.index("--arrays") + 1])
+indptr, indices = (np.load(arrays[k]) for k in ("indptr", "indices"))
+for epoch in (0, 1):
+    pairs = np.load(arrays[f"pairs_{{epoch}}"])
+    assert pairs.shape == (2, 96)
+    for u, v in pairs.T:
+        assert u in indices[indptr[v]:indptr[v + 1]]
+print(json.dumps({{"epochs": [{{"epoch_s": 2.0, "steps": 3, "loss": 1.0}}] * 2,
+                  "peak_rss_mb": 100.0, "versions": {{"dgl": "stand-in"}}}}))
+""")
+    peer.chmod(0o755)
+    link = ("dataset.name=synthetic-tiny", "link.val=0.1", "link.test=0.1",
+            "sampler.batch_size=32", "link.epoch_pairs=96", "sampler.fanouts=[5,5]",
+            "model.layers=2", "model.hidden=16")
+    out = run("bench_link_epoch", "--peer-python", peer, "--epochs", "2", "--rounds", "2",
+              "--json", tmp_path / "p.json", *sets(*link, f"run.dir={tmp_path / 'run'}"))
+    saved = json.loads((tmp_path / "p.json").read_text())
+    assert [len(saved[side]) for side in ("gnnsys", "dgl")] == [2, 2]
+    [gnnsys], [dgl] = rows(out, "gnnsys"), rows(out, "dgl")
+    assert dgl[2] == "2.00" and dgl[4] == "1.0000 / 1.0000"
+    assert all(0 < float(v) < 5 for v in gnnsys[4].split(" / "))
+    with pytest.raises(SystemExit, match="the DGL loop is SAGE with the mlp decoder"):
+        run("bench_link_epoch", "--peer-python", peer, *sets(*link, "link.decoder=dot"))
+
+
 def test_bench_predict(run, tmp_path, monkeypatch):
     out = run("bench_predict", "--config", "configs/quickstart.yaml", "--launchers", "threads",
               "--repeats", "2", "--json", tmp_path / "p.json", *sets(*MINIBATCH))

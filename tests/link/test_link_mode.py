@@ -205,3 +205,13 @@ def test_a_link_bundle_with_part_of_a_split_is_one_line(tmp_path):
         LinkData(load_config(overrides=["mode=link", f"dataset.path={tmp_path}/links.npz"]))
     assert "ships 'val_pos' but not 'test_neg'" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+def test_an_epoch_of_epoch_pairs_draws_that_many_distinct_positives_afresh():
+    pairs = np.stack([np.arange(100), np.arange(100) + 100])
+    loader = EdgeLoader(None, pairs, np.ones(200), batch_size=7, prefetch=0, epoch_pairs=30)
+    first, second = loader.epoch_order(0), loader.epoch_order(1)
+    assert len(loader) == 5 and len(first) == len(set(first)) == 30
+    assert set(first) != set(second)
+    np.testing.assert_array_equal(first, loader.epoch_order(0))
+    assert len(EdgeLoader(None, pairs, np.ones(200), 7, prefetch=0)) == 15    # all 100
