@@ -1,6 +1,7 @@
 """gnnsys's numba neighbour sampler behind PyG's own loader interface (no pyg-lib, no
-torch-sparse): change `from torch_geometric.loader import NeighborLoader` to
-`from gnnsys.pyg import NeighborLoader` and the training script runs unchanged.
+torch-sparse): change `from torch_geometric.loader import NeighborLoader` (or
+`LinkNeighborLoader`) to `from gnnsys.pyg import ...` and the training script runs
+unchanged.
 
     loader = NeighborLoader(data, num_neighbors=[15, 10], batch_size=1024,
                             input_nodes=data.train_mask, shuffle=True, num_workers=2)
@@ -29,6 +30,7 @@ import numba
 import numpy as np
 import torch
 from torch_geometric.data import Data, FeatureStore, HeteroData, TensorAttr
+from torch_geometric.loader import LinkNeighborLoader as PygLinkNeighborLoader
 from torch_geometric.loader import NeighborLoader as PygNeighborLoader
 from torch_geometric.sampler import BaseSampler, NodeSamplerInput, SamplerOutput
 from torch_geometric.sampler.base import NumNeighbors
@@ -44,6 +46,23 @@ _PYG_LOADER = "torch_geometric.loader.NeighborLoader (needs pyg-lib or torch-spa
 
 def unsupported(option: str) -> ValueError:
     return ValueError(f"gnnsys.pyg does not support {option}; use {_PYG_LOADER} for it")
+
+
+def refuse_options(replace, disjoint, timed: bool, time_args: str, weight_attr,
+                   subgraph_type, directed, neighbor_sampler, base_loader: str) -> None:
+    """Raise for the first of PyG's loader options gnnsys's sampler does not do."""
+    kind = str(getattr(subgraph_type, "value", subgraph_type))
+    refused = {"replace=True (sampling with replacement)": replace,
+               "disjoint=True (one subgraph per seed)": disjoint,
+               f"temporal sampling ({time_args})": timed,
+               "weighted sampling (weight_attr)": weight_attr is not None,
+               f"subgraph_type={kind!r}": kind != "directional",
+               "directed=False (induced subgraphs)": not directed,
+               f"a custom neighbor_sampler (pass it to torch_geometric.loader.{base_loader})":
+                   neighbor_sampler is not None}
+    for option, asked in refused.items():
+        if asked:
+            raise unsupported(option)
 
 
 def _homogeneous_csc(data):
@@ -112,9 +131,19 @@ class FusedNeighborSampler(BaseSampler):
     def sample_from_nodes(self, inputs: NodeSamplerInput, **kwargs) -> SamplerOutput:
         return self.sample(inputs, int(torch.randint(0, 2 ** 62, ()).item()))
 
-    def sample_from_edges(self, inputs, neg_sampling=None):
-        raise ValueError("gnnsys.pyg samples from nodes only; use torch_geometric.loader."
-                         "LinkNeighborLoader (needs pyg-lib or torch-sparse) for links")
+    def sample_from_edges(self, inputs, neg_sampling=None) -> SamplerOutput:
+        """PyG's link sampling (`LinkNeighborLoader`): negatives drawn by PyG's own
+        `edge_sample` (binary: random pairs; triplet: random destinations), then every
+        endpoint sampled around in one call, the batch's seed drawn from torch's
+        generator; `metadata` as PyG's (edge_label_index / edge_label, or the triplet
+        indices) in the seeds' local ids."""
+        if inputs.time is not None:
+            raise unsupported("temporal sampling (edge_label_time / time_attr)")
+        from torch_geometric.sampler.neighbor_sampler import edge_sample
+        seed = int(torch.randint(0, 2 ** 62, ()).item())
+        return edge_sample(inputs, lambda nodes, _time: self.sample(
+            NodeSamplerInput(input_id=None, node=nodes), seed), self.num_nodes,
+            disjoint=False, neg_sampling=neg_sampling)
 
     def sample(self, inputs: NodeSamplerInput, seed: int) -> SamplerOutput:
         if inputs.time is not None:
@@ -185,19 +214,9 @@ class NeighborLoader(PygNeighborLoader):
                  transform=None, transform_sampler_output=None, is_sorted: bool = False,
                  filter_per_worker=None, neighbor_sampler=None, directed: bool = True,
                  return_e_id: bool | None = None, num_threads: int | None = None, **kwargs):
-        refused = {"replace=True (sampling with replacement)": replace,
-                   "disjoint=True (one subgraph per seed)": disjoint,
-                   "temporal sampling (input_time / time_attr)":
-                       input_time is not None or time_attr is not None,
-                   "weighted sampling (weight_attr)": weight_attr is not None,
-                   f"subgraph_type={str(getattr(subgraph_type, 'value', subgraph_type))!r}":
-                       str(getattr(subgraph_type, "value", subgraph_type)) != "directional",
-                   "directed=False (induced subgraphs)": not directed,
-                   "a custom neighbor_sampler (pass it to torch_geometric.loader.NodeLoader)":
-                       neighbor_sampler is not None}
-        for option, asked in refused.items():
-            if asked:
-                raise unsupported(option)
+        refuse_options(replace, disjoint, input_time is not None or time_attr is not None,
+                       "input_time / time_attr", weight_attr, subgraph_type, directed,
+                       neighbor_sampler, "NodeLoader")
         del temporal_strategy, is_sorted     # no effect without time; PyG's own CSC sort
         self.prefetch = int(kwargs.pop("num_workers", 0) or 0) * int(
             kwargs.pop("prefetch_factor", None) or 2)
@@ -221,6 +240,41 @@ class NeighborLoader(PygNeighborLoader):
 
     def __repr__(self) -> str:
         return f"gnnsys.pyg.NeighborLoader(fanouts={self.node_sampler.fanouts})"
+
+
+class LinkNeighborLoader(PygLinkNeighborLoader):
+    """`torch_geometric.loader.LinkNeighborLoader` for homogeneous graphs, sampled by
+    `FusedNeighborSampler`: `edge_label_index`, `edge_label`, `neg_sampling` (binary and
+    triplet, or `neg_sampling_ratio`) mean what they mean in PyG, and a batch is PyG's
+    (`n_id`, local `edge_index`, `edge_label_index` / `edge_label`, or `src_index`,
+    `dst_pos_index`, `dst_neg_index`). Batches are made in the caller's thread
+    (`num_workers` is accepted and ignored); what gnnsys.pyg refuses for NeighborLoader
+    it refuses here, with temporal links."""
+
+    def __init__(self, data, num_neighbors, edge_label_index=None, edge_label=None,
+                 edge_label_time=None, replace: bool = False, subgraph_type="directional",
+                 disjoint: bool = False, temporal_strategy: str = "uniform",
+                 neg_sampling=None, neg_sampling_ratio=None, time_attr=None,
+                 weight_attr=None, transform=None, transform_sampler_output=None,
+                 is_sorted: bool = False, filter_per_worker=None, neighbor_sampler=None,
+                 directed: bool = True, return_e_id: bool | None = None,
+                 num_threads: int | None = None, **kwargs):
+        refuse_options(replace, disjoint, edge_label_time is not None or time_attr is not None,
+                       "edge_label_time / time_attr", weight_attr, subgraph_type, directed,
+                       neighbor_sampler, "LinkLoader")
+        del temporal_strategy, is_sorted
+        for key in ("num_workers", "prefetch_factor", "persistent_workers"):
+            kwargs.pop(key, None)
+        sampler = FusedNeighborSampler(data, num_neighbors, return_e_id=return_e_id,
+                                       num_threads=num_threads)
+        super().__init__(data, num_neighbors, edge_label_index=edge_label_index,
+                         edge_label=edge_label, neg_sampling=neg_sampling,
+                         neg_sampling_ratio=neg_sampling_ratio, transform=transform,
+                         transform_sampler_output=transform_sampler_output,
+                         filter_per_worker=False, neighbor_sampler=sampler, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"gnnsys.pyg.LinkNeighborLoader(fanouts={self.link_sampler.fanouts})"
 
 
 class PartitionFeatureStore(FeatureStore):
