@@ -222,7 +222,7 @@ def test_imports_are_resolved_like_python(tmp_path):
 
 
 # ----------------------------------------------------------------------------- mode seams
-MODE_PACKAGES = ("gnnsys.minibatch", "gnnsys.temporal", "gnnsys.fullgraph")
+MODE_PACKAGES = ("gnnsys.minibatch", "gnnsys.temporal", "gnnsys.fullgraph", "gnnsys.link")
 
 LOADED_MODES = r"""
 import json, sys

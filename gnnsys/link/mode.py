@@ -16,6 +16,7 @@ uniform (OGB's `citation2` style, unfiltered). `link.metric` selects the best ep
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 
@@ -27,7 +28,7 @@ from torch import nn
 from ..errors import ConfigError
 from ..metrics import average_precision, hits_at, mean_reciprocal_rank, roc_auc
 from ..mode import Mode
-from ..models.registry import archs, decoder_class, model_class
+from ..models.registry import archs, decoder_class
 from ..runlog import progress
 from .loader import EdgeLoader
 from samplers.temporal import shard
@@ -83,15 +84,12 @@ class LinkMode(Mode):
     @classmethod
     def check_config(cls, config) -> None:
         super().check_config(config)
-        m, fanouts = config.model, config.sampler.fanouts
-        if m.layers != len(fanouts):
-            raise ConfigError(f"config key 'model.layers' is {m.layers} but "
-                              f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
+        from ..minibatch.mode import check_sampled_model
+        check_sampled_model(config)
         if config.link.val + config.link.test >= 1:
             raise ConfigError(f"config keys 'link.val' + 'link.test' are "
                               f"{config.link.val + config.link.test:g}, leaving no training "
                               "edge; keep their sum under 1")
-        model_class("minibatch", m.arch).check_config(config)
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -145,18 +143,31 @@ class LinkMode(Mode):
         link-prediction loss); a rank's share is its slice's sums over the batch's size,
         so the ranks' gradients add up to one process's."""
         ready = time.perf_counter()
-        for lb in self.loader.epoch(epoch):
+        for step, lb in enumerate(self.loader.epoch(epoch)):
             self.wait_s += time.perf_counter() - ready
             batch = self.model.with_input(lb.batch)
             if not self.step_checked:
                 self._check_step_fits(batch)
-            h = self.model(batch)
-            pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
+            with self._dropout_stream(epoch, step):
+                h = self.model(batch)
+                pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
             loss = (F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos), reduction="sum")
                     + F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg),
                                                          reduction="sum")) / lb.global_count
             yield loss, lb.num_pairs, lb.global_count
             ready = time.perf_counter()
+
+    @contextlib.contextmanager
+    def _dropout_stream(self, epoch: int, step: int):
+        """The step's forward draws its dropout masks from a generator seeded by (run seed,
+        epoch, step, rank), torch's own state kept outside: each rank's masks differ (K
+        workers seeded alike would otherwise drop the same positions of their slices
+        together) and a resumed run draws what an uninterrupted one does."""
+        devices = [self.ctx.device] if self.ctx.device.type == "cuda" else []
+        seed = np.random.SeedSequence([self.config.train.seed, epoch, step, self.ctx.rank])
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(int(seed.generate_state(1, np.uint64)[0] >> np.uint64(1)))
+            yield
 
     def _check_step_fits(self, batch) -> None:
         """Once, on the first batch: what the encoder's step holds beside the parameters."""

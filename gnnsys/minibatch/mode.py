@@ -47,15 +47,7 @@ class MinibatchMode(NodeClassificationMode):
     @classmethod
     def check_config(cls, config) -> None:
         super().check_config(config)
-        m, fanouts = config.model, config.sampler.fanouts
-        if m.layers != len(fanouts):
-            raise ConfigError(f"config key 'model.layers' is {m.layers} but "
-                              f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
-        if m.residual and m.layers < 3:
-            raise ConfigError("config key 'model.residual' is true but it needs a "
-                              f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
-                              "layers); drop it or add a layer")
-        model_class("minibatch", m.arch).check_config(config)
+        check_sampled_model(config)
 
     @staticmethod
     def prepare(config, graph=None) -> tuple:
@@ -141,6 +133,21 @@ class MinibatchMode(NodeClassificationMode):
     def split_ids(self) -> dict:
         d = self.data
         return {name: d.node_ids[ids - d.lo] for name, ids in d.splits.items()}
+
+
+def check_sampled_model(config) -> None:
+    """What a minibatch model over sampled blocks needs of `config` (minibatch mode's, and
+    link mode's encoder): a fanout per layer, a hidden->hidden layer for model.residual,
+    and the model's own rules."""
+    m, fanouts = config.model, config.sampler.fanouts
+    if m.layers != len(fanouts):
+        raise ConfigError(f"config key 'model.layers' is {m.layers} but "
+                          f"'sampler.fanouts' has {len(fanouts)} hops; they must match")
+    if m.residual and m.layers < 3:
+        raise ConfigError("config key 'model.residual' is true but it needs a "
+                          f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
+                          "layers); drop it or add a layer")
+    model_class("minibatch", m.arch).check_config(config)
 
 
 class PartedData:

@@ -215,3 +215,25 @@ def test_an_epoch_of_epoch_pairs_draws_that_many_distinct_positives_afresh():
     assert set(first) != set(second)
     np.testing.assert_array_equal(first, loader.epoch_order(0))
     assert len(EdgeLoader(None, pairs, np.ones(200), 7, prefetch=0)) == 15    # all 100
+
+
+def test_each_rank_and_step_draws_its_own_dropout_and_leaves_torchs_generator_be():
+    """K workers seeded alike would drop the same positions of their slices together: a
+    step's forward draws from (seed, epoch, step, rank); torch's state outside is kept."""
+    from types import SimpleNamespace
+
+    from gnnsys.link.mode import LinkMode
+
+    def draws(rank, epoch=0, step=0):
+        mode = SimpleNamespace(config=SimpleNamespace(train=SimpleNamespace(seed=0)),
+                               ctx=SimpleNamespace(rank=rank, device=torch.device("cpu")))
+        with LinkMode._dropout_stream(mode, epoch, step):
+            return torch.rand(4)
+    torch.manual_seed(5)
+    before = torch.rand(2)
+    torch.manual_seed(5)
+    torch.testing.assert_close(draws(0), draws(0))
+    assert not torch.equal(draws(0), draws(1))
+    assert not torch.equal(draws(0), draws(0, step=1))
+    assert not torch.equal(draws(0), draws(0, epoch=1))
+    torch.testing.assert_close(torch.rand(2), before)
