@@ -353,14 +353,16 @@ def test_bench_epoch(run, tmp_path):
     assert base.relu_dropout is relu_dropout and sage._sage_mean_csr is shipped_mean
 
 
-def test_the_dgl_peer_compiles_and_takes_what_bench_epoch_passes():
-    """scripts/peers/dgl_epoch.py runs in DGL's own venv (not installable here): at least it
-    compiles, and every option bench_epoch gives it is one it declares."""
-    peer = (SCRIPTS / "peers" / "dgl_epoch.py").read_text()
-    compile(peer, "dgl_epoch.py", "exec")
-    passed = set(re.findall(r'"(--[a-z-]+)"', (SCRIPTS / "bench_epoch.py").read_text()
+@pytest.mark.parametrize("peer, bench", [("dgl_epoch", "bench_epoch"),
+                                         ("dgl_link_epoch", "bench_link_epoch")])
+def test_the_dgl_peer_compiles_and_takes_what_its_bench_passes(peer, bench):
+    """scripts/peers/*.py run in DGL's own venv (not installable here): at least each
+    compiles, and every option its bench gives it is one it declares."""
+    source = (SCRIPTS / "peers" / f"{peer}.py").read_text()
+    compile(source, f"{peer}.py", "exec")
+    passed = set(re.findall(r'"(--[a-z-]+)"', (SCRIPTS / f"{bench}.py").read_text()
                             .split("def dgl_run", 1)[1].split("def ", 1)[0]))
-    declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', peer))
+    declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', source))
     assert passed and passed <= declared, passed - declared
 
 
@@ -394,15 +396,6 @@ print(json.dumps({{"epochs": [{{"epoch_s": 2.0, "steps": 3, "loss": 1.0}}] * 2,
     with pytest.raises(SystemExit, match="needs --peer-python"):
         run("bench_epoch", "--config", "configs/quickstart.yaml", "--peer", "dgl",
             *sets(*MINIBATCH))
-
-
-def test_the_dgl_link_peer_compiles_and_takes_what_bench_link_epoch_passes():
-    peer = (SCRIPTS / "peers" / "dgl_link_epoch.py").read_text()
-    compile(peer, "dgl_link_epoch.py", "exec")
-    passed = set(re.findall(r'"(--[a-z-]+)"', (SCRIPTS / "bench_link_epoch.py").read_text()
-                            .split("def dgl_run", 1)[1].split("def ", 1)[0]))
-    declared = set(re.findall(r'add_argument\("(--[a-z-]+)"', peer))
-    assert passed and passed <= declared, passed - declared
 
 
 def test_bench_link_epoch(run, tmp_path):
