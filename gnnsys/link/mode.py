@@ -209,18 +209,21 @@ class LinkMode(Mode):
         if k < 1 or k > free.min():
             raise PredictError(f"top {k}: give 1 <= k <= {int(free.min())} (node "
                                f"{int(rows[np.argmin(free)])} has that many unlinked nodes)")
-        h = self.embeddings()
-        everyone = torch.arange(len(h))
+        h = self.embeddings().to(self.ctx.device)
+        self.model.eval()
+        per_chunk = max(1, (1 << 26) // len(h))     # ~256 MB of scores at a time
         partners, scores = [], []
-        for row in rows:
-            score = self.score_pairs(h, torch.full_like(everyone, int(row)), everyone)
-            score[torch.from_numpy(np.asarray(known[known_indptr[row]:known_indptr[row + 1]],
-                                              dtype=np.int64))] = -float("inf")
-            score[int(row)] = -float("inf")
-            best = torch.topk(score, k)
+        for start in range(0, len(rows), per_chunk):
+            chunk = rows[start:start + per_chunk]
+            score = self.model.decoder.score_all(h[torch.from_numpy(chunk)], h).cpu()
+            for i, row in enumerate(chunk):
+                linked = np.asarray(known[known_indptr[row]:known_indptr[row + 1]], np.int64)
+                score[i, torch.from_numpy(linked)] = -float("inf")
+                score[i, int(row)] = -float("inf")
+            best = torch.topk(score, k, dim=1)
             partners.append(best.indices.numpy())
             scores.append(best.values.numpy())
-        return np.stack(partners), np.stack(scores)
+        return np.concatenate(partners), np.concatenate(scores)
 
     @torch.no_grad()
     def score_pairs(self, h: torch.Tensor, src, dst) -> torch.Tensor:

@@ -107,6 +107,11 @@ def test_decoders_score_a_pair_the_same_either_way_round():
     for decoder in (DotDecoder(8), MLPDecoder(8).eval()):
         torch.testing.assert_close(decoder(a, b), decoder(b, a))
     torch.testing.assert_close(DotDecoder(8)(a, b), (a * b).sum(1))
+    for decoder in (DotDecoder(8), MLPDecoder(8).eval()):     # rows against every node
+        every = decoder.score_all(a[:3], b)
+        assert every.shape == (3, 10)
+        for i in range(3):
+            torch.testing.assert_close(every[i], decoder(a[i].expand_as(b), b))
 
 
 @pytest.mark.parametrize("overrides, words", [
