@@ -135,7 +135,8 @@ def test_full_graph_rules_are_the_modes_own_check():
 
 # what each mode trains, written out here so the test checks the code, not itself
 TRAINS = {"minibatch": {"sage", "gcn", "gat", "mlp", "linkx"},
-          "temporal": {"tgn", "jodie", "apan"}, "fullgraph": {"gcn", "sage", "mlp", "linkx"}}
+          "temporal": {"tgn", "jodie", "apan"}, "fullgraph": {"gcn", "sage", "mlp", "linkx"},
+          "link": {"sage", "gcn", "gat", "mlp", "linkx"}}     # the minibatch models encode
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -12,7 +12,7 @@ from gnnsys.cli import main
 
 GENERAL = {"loss", "metrics", "time", "traffic"}
 MODE_CHARTS = {"minibatch": {"feature_rows"}, "temporal": {"exchange_rows", "exchange_bytes"},
-               "fullgraph": {"message_bytes", "phase_time"}}
+               "fullgraph": {"message_bytes", "phase_time"}, "link": set()}
 ALL = GENERAL.union(*MODE_CHARTS.values(), {"memory"})   # memory: runs logging peak_rss_mb
 
 

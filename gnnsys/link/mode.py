@@ -77,7 +77,7 @@ class LinkMode(Mode):
     # (`RunResult.predict(pairs=)`, `.topk`, `.embeddings`; gnnsys/prediction.py `link_*`)
     predicts = "pairs"
     grad_op = "sum"              # each rank's loss is its slice's sum over the global batch size
-    supports = {"model.arch": archs("minibatch"), "train.compile": (False,)}
+    supports = {"model.arch": archs("link"), "train.compile": (False,)}
     eval_splits = ("val",)
     final_splits = ("val", "test")
 

@@ -33,8 +33,13 @@ DECODERS = {"dot": "gnnsys.models.decoders:DotDecoder",
             "mlp": "gnnsys.models.decoders:MLPDecoder"}
 
 
+# A mode whose models are another mode's: link mode encodes nodes with the minibatch models.
+MODELS_OF = {"link": "minibatch"}
+
+
 def archs(mode: str) -> tuple:
     """The `model.arch` values `mode` trains, in registry order."""
+    mode = MODELS_OF.get(mode, mode)
     return tuple(arch for (m, arch) in MODELS if m == mode)
 
 
@@ -52,6 +57,7 @@ def decoder_class(name: str):
 def model_class(mode: str, arch: str):
     """The registered object of (mode, arch), or the user's class `arch` names (checked),
     imported on use."""
+    mode = MODELS_OF.get(mode, mode)
     if is_class_path(arch):
         from .own import own_class
         return own_class(mode, arch, archs(mode))
