@@ -25,7 +25,7 @@ class LinkData:
             self.known_edges = symmetric_csr(np.r_[np.repeat(np.arange(full.num_nodes),
                                                              full.degree()), held[0]],
                                              np.r_[full.indices, held[1]], full.num_nodes)
-        self.name, self.shipped_split = full.name, full.edge_split is not None
+        self.shipped_split = full.edge_split is not None
         self.graph = Graph(indptr=split.indptr, indices=split.indices, x=full.x,
                            name=full.name)
         rows = np.repeat(np.arange(full.num_nodes), self.graph.degree())

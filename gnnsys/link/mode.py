@@ -142,12 +142,14 @@ class LinkMode(Mode):
         negatives' mean binary cross-entropy over the whole batch, summed (OGB's
         link-prediction loss); a rank's share is its slice's sums over the batch's size,
         so the ranks' gradients add up to one process's."""
+        from ..minibatch.mode import check_batch_step_fits
         ready = time.perf_counter()
         for step, lb in enumerate(self.loader.epoch(epoch)):
             self.wait_s += time.perf_counter() - ready
             batch = self.model.with_input(lb.batch)
             if not self.step_checked:
-                self._check_step_fits(batch)
+                check_batch_step_fits(self.model, self.model.encoder, batch, self.config)
+                self.step_checked = True
             with self._dropout_stream(epoch, step):
                 h = self.model(batch)
                 pos, neg = self.model.score(h, lb.pos), self.model.score(h, lb.neg)
@@ -168,15 +170,6 @@ class LinkMode(Mode):
         with torch.random.fork_rng(devices=devices):
             torch.manual_seed(int(seed.generate_state(1, np.uint64)[0] >> np.uint64(1)))
             yield
-
-    def _check_step_fits(self, batch) -> None:
-        """Once, on the first batch: what the encoder's step holds beside the parameters."""
-        from ..step_memory import check_step_fits
-        check_step_fits(self.model, self.model.encoder.step_elements(batch),
-                        f"the first batch's {len(batch.blocks)} layers output "
-                        f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows",
-                        "model.hidden, sampler.batch_size or sampler.fanouts")
-        self.step_checked = True
 
     def epoch_stats(self) -> dict:
         stats, self.wait_s = {"batch_wait_s": round(self.wait_s, 4)}, 0.0

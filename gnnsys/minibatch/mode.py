@@ -94,17 +94,8 @@ class MinibatchMode(NodeClassificationMode):
             ready = time.perf_counter()
 
     def check_step_fits(self, batch) -> None:
-        """Once, on the first batch: what the model's step holds beside its parameters
-        (`MinibatchModel.step_elements`)."""
-        from ..step_memory import check_step_fits
-        m = self.config.model
-        elements = self.model.step_elements(batch)
-        edges = sum(block.edge_index.shape[1] for block in batch.blocks)
-        check_step_fits(self.model, elements,
-                        f"the first batch's {len(batch.blocks)} layers output "
-                        f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows and "
-                        f"{edges} sampled edges, model.hidden={m.hidden} wide",
-                        "model.hidden, sampler.batch_size or sampler.fanouts")
+        """Once, on the first batch: what the model's step holds beside its parameters."""
+        check_batch_step_fits(self.model, self.model, batch, self.config)
         self.step_checked = True
 
     def epoch_stats(self) -> dict:
@@ -148,6 +139,19 @@ def check_sampled_model(config) -> None:
                           f"hidden->hidden layer (model.layers >= 3; got {m.layers} "
                           "layers); drop it or add a layer")
     model_class("minibatch", m.arch).check_config(config)
+
+
+def check_batch_step_fits(model, sampled_model, batch, config) -> None:
+    """What one step of `model` over `batch` holds beside the parameters: the layers'
+    outputs and messages of `sampled_model` (`MinibatchModel.step_elements`; link mode's
+    encoder inside its LinkModel); a step that cannot fit is refused before it runs."""
+    from ..step_memory import check_step_fits
+    edges = sum(block.edge_index.shape[1] for block in batch.blocks)
+    check_step_fits(model, sampled_model.step_elements(batch),
+                    f"the first batch's {len(batch.blocks)} layers output "
+                    f"{' + '.join(str(b.num_dst) for b in batch.blocks)} rows and "
+                    f"{edges} sampled edges, model.hidden={config.model.hidden} wide",
+                    "model.hidden, sampler.batch_size or sampler.fanouts")
 
 
 class PartedData:
